@@ -1,0 +1,335 @@
+"""A decoder-only GPT, built from small readable modules.
+
+Architecture and initialisation follow GPT-2 (Radford et al., 2019) so that a
+checkpoint maps one-to-one onto GPT-2's parameters:
+
+    idx ─► wte(idx) + wpe(positions) ─► dropout ─► h[0] … h[n_layer-1] ─► ln_f ─► lm_head ─► logits
+    each block:  x = x + attn(ln_1(x))      (multi-head causal self-attention)
+                 x = x + mlp(ln_2(x))       (n_embd → 4·n_embd → GELU → n_embd)
+
+The LM head shares its weight with the token embedding. The model knows nothing
+of files, configs or command lines: it takes ids and returns (logits, loss).
+"""
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tinygpt.attention import attention, causal_mask
+from tinygpt.kv_cache import KVCache
+from tinygpt.sampling import sample_next
+
+
+@dataclass
+class GPTConfig:
+    """The shape of a GPT. Everything else about a run lives in the run config."""
+
+    vocab_size: int  # number of distinct characters
+    block_size: int  # longest context the model can attend over
+    n_layer: int  # transformer blocks
+    n_head: int  # attention heads per block
+    n_embd: int  # width of the residual stream
+    dropout: float = 0.0  # dropout on attention weights and residual branches
+    bias: bool = True  # biases in linear layers and layer norms, as in GPT-2
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+
+class TokenEmbedding(nn.Module):
+    """A learned vector per character: row i of the table is the embedding of id i."""
+
+    def __init__(self, vocab_size: int, n_embd: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab_size, n_embd))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return F.embedding(idx, self.weight)  # (B, T) -> (B, T, C)
+
+
+class PositionEmbedding(nn.Module):
+    """A learned vector per position 0 … block_size-1, added to the token embedding."""
+
+    def __init__(self, block_size: int, n_embd: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(block_size, n_embd))
+
+    def forward(self, length: int, offset: int = 0) -> torch.Tensor:
+        return self.weight[offset : offset + length]  # (T, C)
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation: (x - mean) / sqrt(var + 1e-5) · weight + bias, over the last axis.
+
+    Written as a module of our own because torch's has no switch to drop the bias.
+    """
+
+    def __init__(self, n_embd: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_embd))
+        self.bias = nn.Parameter(torch.empty(n_embd)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, eps=1e-5)
+
+
+class QKVProjection(nn.Linear):
+    """One linear map from the residual stream to queries, keys and values, split into heads.
+
+    Kept as a single (3·C, C) matrix, as in GPT-2, so that one matmul computes all
+    three; the output is cut into q, k and v and each into n_head heads.
+    """
+
+    def __init__(self, config: GPTConfig):
+        super().__init__(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.n_head = config.n_head
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, T, C = x.size()
+        q, k, v = super().forward(x).split(C, dim=2)  # 3 × (B, T, C)
+        heads = (B, T, self.n_head, C // self.n_head)
+        q = q.view(heads).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(heads).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(heads).transpose(1, 2)  # (B, nh, T, hs)
+        return q, k, v
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention: each position mixes the values of itself and earlier positions.
+
+    Two paths compute the same thing: the fast path calls torch's fused
+    scaled_dot_product_attention; the explicit path calls `tinygpt.attention.attention`,
+    the formula written out, and can keep what it computed for inspection.
+    """
+
+    def __init__(self, config: GPTConfig, layer_index: int):
+        super().__init__()
+        assert config.n_embd % config.n_head == 0, "n_embd must be divisible by n_head"
+        self.c_attn = QKVProjection(config)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
+        self.layer_index = layer_index
+        self.explicit = False  # run the plain formula instead of the fused kernel
+        self.record: dict[str, torch.Tensor] | None = None  # filled by the explicit path when set
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x)  # 3 × (B, nh, T, hs)
+        if cache is not None:
+            k, v = cache.store(self.layer_index, k, v)  # (B, nh, Tk, hs): earlier positions too
+        dropout_p = self.dropout if self.training else 0.0
+        if self.explicit:
+            y, weights = attention(q, k, v, causal=True, dropout_p=dropout_p)
+        else:
+            y = self._fused(q, k, v, dropout_p)
+        merged = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side
+        out = self.resid_dropout(self.c_proj(merged))
+        if self.explicit and self.record is not None:
+            self.record.update(q=q, k=k, v=v, weights=weights, heads=y, out=out)
+        return out
+
+    @staticmethod
+    def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
+        t_query, t_key = q.size(-2), k.size(-2)
+        if t_query == t_key:  # the usual case: a full causal triangle
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        if t_query == 1:  # one new token against a cache: it sees every key
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        mask = causal_mask(t_query, t_key, device=q.device)  # a chunk of queries after a cache
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+class MLP(nn.Module):
+    """The position-wise feed-forward network: n_embd → 4·n_embd → GELU → n_embd."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))  # (B, T, C)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block: attention, then MLP, each added to the residual stream."""
+
+    def __init__(self, config: GPTConfig, layer_index: int):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config, layer_index)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+    """The whole model: embeddings → blocks → final layer norm → LM head tied to the embedding."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.wte = TokenEmbedding(config.vocab_size, config.n_embd)
+        self.wpe = PositionEmbedding(config.block_size, config.n_embd)
+        self.drop = nn.Dropout(config.dropout)
+        self.h = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
+        self.ln_f = LayerNorm(config.n_embd, bias=config.bias)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: the same matrix reads and writes characters
+        self._init_weights()
+
+    @torch.no_grad()
+    def _init_weights(self) -> None:
+        """GPT-2's initialisation, every tensor once, here.
+
+        | tensor                                   | init                              |
+        |------------------------------------------|-----------------------------------|
+        | wte, wpe, linear weights                 | normal(0, 0.02)                   |
+        | attn.c_proj and mlp.c_proj weights       | normal(0, 0.02 / √(2·n_layer)):   |
+        |   (each block writes into the residual   |   keeps the residual stream's     |
+        |   stream twice through them)             |   variance from growing with depth|
+        | biases                                   | 0                                 |
+        | layer norm weights                       | 1                                 |
+        | lm_head weight                           | tied to wte, not initialised again|
+        """
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layer)
+        for name, module in self.named_modules():
+            if isinstance(module, (TokenEmbedding, PositionEmbedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            elif isinstance(module, nn.Linear) and module is not self.lm_head:
+                std = residual_std if name.endswith("c_proj") else 0.02
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, LayerNorm):
+                nn.init.ones_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def num_params(self) -> int:
+        """Parameters, the tied LM head counted once (as the token embedding)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        cache: KVCache | None = None,
+        last_only: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits for every position (or only the last), and the loss when targets are given.
+
+        Args:
+            idx: character ids (B, T), T ≤ block_size (counting what the cache holds).
+            targets: the next character at each position (B, T), or None.
+            cache: keys and values of earlier positions, extended in place.
+            last_only: compute logits for the last position only (generation).
+
+        Returns:
+            (logits (B, T, vocab) or (B, 1, vocab), mean cross-entropy loss or None).
+        """
+        B, T = idx.size()
+        offset = cache.length if cache is not None else 0
+        if offset + T > self.config.block_size:
+            raise ValueError(f"sequence of {offset + T} exceeds block_size {self.config.block_size}")
+        x = self.drop(self.wte(idx) + self.wpe(T, offset))  # (B, T, C)
+        for block in self.h:
+            x = block(x, cache)
+        if cache is not None:
+            cache.advance(T)
+        x = self.ln_f(x)  # (B, T, C)
+        if last_only:
+            x = x[:, -1:, :]  # (B, 1, C)
+        logits = self.lm_head(x)  # (B, T, vocab)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
+        return logits, loss
+
+    @contextmanager
+    def explicit_attention(self, record: bool = False) -> Iterator[list[dict[str, torch.Tensor]]]:
+        """Run every attention layer through the plain formula while inside the block.
+
+        With record=True, the yielded list holds one dict per layer, filled by the
+        next forward pass: q, k, v (B, nh, T, hs), weights (B, nh, T, T), heads
+        (B, nh, T, hs: each head's weighted sum of values) and out (B, T, C: what
+        the layer adds to the residual stream).
+        """
+        layers = [block.attn for block in self.h]
+        records: list[dict[str, torch.Tensor]] = [{} for _ in layers]
+        for attn, rec in zip(layers, records, strict=True):
+            attn.explicit, attn.record = True, (rec if record else None)
+        try:
+            yield records
+        finally:
+            for attn in layers:
+                attn.explicit, attn.record = False, None
+
+    def new_cache(self, batch_size: int) -> KVCache:
+        return KVCache(self.config, batch_size)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+    ) -> torch.Tensor:
+        """Extend each row of idx (B, T) by max_new_tokens sampled characters; returns (B, T + new)."""
+        new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache))
+        return torch.cat([idx, *new], dim=1)
+
+    @torch.no_grad()
+    def stream(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+        use_cache: bool = True,
+    ) -> Iterator[torch.Tensor]:
+        """Yield the next character ids (B, 1), one step at a time, as they are sampled.
+
+        With use_cache (the default) each step runs one position through the model,
+        attending over cached keys and values. Positions are learned and absolute,
+        so a full cache cannot just drop its oldest entry (every position would
+        shift): it is re-filled from the most recent block_size // 2 characters,
+        which costs one pass over half a block every block_size // 2 steps. With
+        use_cache=False every step re-reads the last block_size characters: exact
+        sliding-window generation, at a full pass per character.
+        """
+        block_size = self.config.block_size
+        context = idx[:, -block_size:]
+        cache = self.new_cache(idx.size(0)) if use_cache else None
+        for _ in range(max_new_tokens):
+            if cache is None:
+                logits, _ = self(context[:, -block_size:], last_only=True)
+            elif cache.length == 0:
+                logits, _ = self(context, cache=cache, last_only=True)
+            else:
+                logits, _ = self(context[:, -1:], cache=cache, last_only=True)
+            next_id = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B, 1)
+            yield next_id
+            context = torch.cat([context, next_id], dim=1)[:, -block_size:]
+            if cache is not None and cache.length == block_size:
+                cache.reset()
+                context = context[:, -max(1, block_size // 2) :]

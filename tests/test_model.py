@@ -1,0 +1,136 @@
+import math
+
+import pytest
+import torch
+
+from tinygpt import GPT, GPTConfig
+
+
+def small_model(seed: int = 0, **overrides) -> GPT:
+    torch.manual_seed(seed)
+    config = dict(vocab_size=11, block_size=16, n_layer=3, n_head=4, n_embd=32, dropout=0.0)
+    return GPT(GPTConfig(**(config | overrides))).eval()
+
+
+def test_forward_shapes_and_initial_loss_near_uniform():
+    model = small_model()
+    idx = torch.randint(11, (2, 16))
+    logits, loss = model(idx, torch.randint(11, (2, 16)))
+    assert logits.shape == (2, 16, 11)
+    assert abs(loss.item() - math.log(11)) < 0.1  # an untrained model is close to uniform
+    logits, loss = model(idx)
+    assert loss is None
+    logits, _ = model(idx, last_only=True)
+    assert logits.shape == (2, 1, 11)
+
+
+def test_parameter_names_follow_gpt2_and_head_is_tied():
+    model = small_model()
+    names = set(model.state_dict())
+    for name in [
+        "wte.weight",
+        "wpe.weight",
+        "h.0.ln_1.weight",
+        "h.0.attn.c_attn.weight",
+        "h.0.attn.c_proj.bias",
+        "h.2.mlp.c_fc.weight",
+        "h.2.mlp.c_proj.weight",
+        "ln_f.bias",
+        "lm_head.weight",
+    ]:
+        assert name in names
+    assert model.lm_head.weight is model.wte.weight
+    assert model.num_params() == sum(p.numel() for p in model.parameters())
+
+
+def test_gpt2_initialisation():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=500, block_size=256, n_layer=4, n_head=4, n_embd=256))
+    assert model.wte.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert model.h[0].attn.c_attn.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    residual = 0.02 / math.sqrt(2 * 4)
+    assert model.h[1].mlp.c_proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+    assert model.h[1].attn.c_proj.weight.std().item() == pytest.approx(residual, rel=0.05)
+    assert (model.h[0].attn.c_attn.bias == 0).all() and (model.h[3].ln_2.weight == 1).all()
+
+
+def test_no_bias_variant_has_no_bias_parameters():
+    model = small_model(bias=False)
+    assert not any(name.endswith("bias") for name in model.state_dict())
+
+
+def test_fast_and_explicit_attention_paths_give_the_same_logits():
+    model = small_model()
+    idx = torch.randint(11, (3, 16))
+    fast, _ = model(idx)
+    with model.explicit_attention():
+        explicit, _ = model(idx)
+    assert torch.allclose(fast, explicit, atol=1e-5)
+
+
+def test_explicit_attention_records_what_each_layer_computed():
+    model = small_model()
+    idx = torch.randint(11, (1, 10))
+    with model.explicit_attention(record=True) as records:
+        model(idx)
+    assert len(records) == 3
+    rec = records[1]
+    assert rec["weights"].shape == (1, 4, 10, 10)
+    assert torch.allclose(rec["weights"].sum(-1), torch.ones(1, 4, 10))
+    assert torch.allclose(rec["heads"], rec["weights"] @ rec["v"], atol=1e-6)
+    merged = rec["heads"].transpose(1, 2).reshape(1, 10, 32)
+    assert torch.allclose(model.h[1].attn.c_proj(merged), rec["out"], atol=1e-6)
+    assert model.h[1].attn.explicit is False  # back on the fast path after the block
+
+
+def test_cached_forward_equals_full_forward():
+    model = small_model()
+    idx = torch.randint(11, (2, 12))
+    full, _ = model(idx)
+    cache = model.new_cache(2)
+    prefix, _ = model(idx[:, :5], cache=cache)  # a prompt
+    chunk, _ = model(idx[:, 5:8], cache=cache)  # several new positions at once
+    steps = [model(idx[:, t : t + 1], cache=cache)[0] for t in range(8, 12)]  # one at a time
+    assert torch.allclose(torch.cat([prefix, chunk, *steps], dim=1), full, atol=1e-5)
+
+
+def test_greedy_output_with_and_without_cache_is_identical_up_to_block_size():
+    model = small_model(seed=3)
+    idx = torch.randint(11, (2, 4))
+    with_cache = model.generate(idx, 12, temperature=0)  # 4 + 12 = block_size
+    without = model.generate(idx, 12, temperature=0, use_cache=False)
+    assert torch.equal(with_cache, without)
+
+
+def test_exact_mode_slides_the_window_past_block_size():
+    model = small_model(seed=1)
+    idx = torch.randint(11, (1, 5))
+    out = model.generate(idx, 40, temperature=0, use_cache=False)
+    assert out.shape == (1, 45)
+    seq = idx
+    for _ in range(40):  # the definition: argmax over the last block_size characters
+        logits, _ = model(seq[:, -16:])
+        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, seq)
+
+
+def test_cached_generation_runs_past_block_size_by_refilling_from_recent_tokens():
+    model = small_model(seed=2)
+    out = model.generate(
+        torch.zeros(2, 3, dtype=torch.long), 50, temperature=1.0, generator=torch.Generator().manual_seed(0)
+    )
+    assert out.shape == (2, 53)
+    assert int(out.max()) < 11
+
+
+def test_sampling_is_reproducible_with_a_generator():
+    model = small_model()
+    idx = torch.zeros(1, 1, dtype=torch.long)
+    a = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
+    b = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(a, b)
+
+
+def test_too_long_input_is_rejected():
+    with pytest.raises(ValueError, match="block_size"):
+        small_model()(torch.zeros(1, 17, dtype=torch.long))
