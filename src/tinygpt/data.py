@@ -1,0 +1,142 @@
+"""A corpus on disk -> character ids -> random training windows.
+
+The text is encoded once and the ids are cached beside the corpus
+(`<corpus>.ids.pt`, memory-mapped on later runs). The first (1 - val_fraction)
+of the ids trains, the rest validates. A batch is B random windows of T+1
+characters: x is the first T, y the same shifted by one.
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tinygpt.config import DataSection
+from tinygpt.errors import UserError
+from tinygpt.shakespeare import build_corpus
+from tinygpt.tokenizer import CharTokenizer
+
+BUILTIN_CORPORA = {"shakespeare": "shakespeare.txt"}
+CACHE_VERSION = 1
+
+
+def resolve_corpus(data: DataSection) -> Path:
+    """The corpus file a data section names, building the built-in one if needed."""
+    if data.corpus in BUILTIN_CORPORA:
+        return build_corpus(Path(data.data_dir) / BUILTIN_CORPORA[data.corpus])
+    path = Path(data.corpus).expanduser()
+    if not path.exists():
+        raise UserError(
+            f"corpus file {path} does not exist; set data.corpus to a UTF-8 text file "
+            f"or to one of: {', '.join(BUILTIN_CORPORA)}"
+        )
+    if not path.is_file():
+        raise UserError(f"corpus {path} is a directory, not a file; set data.corpus to a text file")
+    return path
+
+
+def read_text(path: Path) -> str:
+    """The whole file as text, or a UserError that says why it is not UTF-8 text."""
+    try:
+        raw = path.read_bytes()
+    except PermissionError:
+        raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"corpus file {path} is not UTF-8 text: byte 0x{raw[e.start]:02x} at offset "
+            f"{e.start} cannot be decoded; convert the file to UTF-8"
+        ) from None
+
+
+def encode_corpus(text: str) -> tuple[CharTokenizer, torch.Tensor]:
+    """The vocabulary (sorted distinct characters) and every character's id, int32."""
+    codepoints = torch.frombuffer(bytearray(text.encode("utf-32-le")), dtype=torch.int32)  # (N,)
+    vocab = torch.unique(codepoints)  # sorted, so ids follow sorted character order
+    ids = torch.searchsorted(vocab, codepoints).to(torch.int32)  # (N,)
+    return CharTokenizer([chr(c) for c in vocab.tolist()]), ids
+
+
+def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
+    """Tokenizer and ids for a corpus file, from the cache when it matches the file."""
+    cache = path.with_name(path.name + ".ids.pt")
+    stat = path.stat()
+    stamp = [stat.st_size, stat.st_mtime_ns, CACHE_VERSION]
+    if cache.is_file():
+        try:
+            cached = torch.load(cache, mmap=True, weights_only=True)
+            if cached.get("stamp") == stamp:
+                return CharTokenizer(cached["chars"]), cached["ids"]
+        except Exception:  # a stale or damaged cache is rebuilt below
+            pass
+    text = read_text(path)
+    if not text:
+        raise UserError(f"corpus file {path} is empty; give it some text to learn from")
+    tokenizer, ids = encode_corpus(text)
+    _write_cache(cache, {"stamp": stamp, "chars": tokenizer.chars, "ids": ids})
+    return tokenizer, ids
+
+
+def _write_cache(cache: Path, payload: dict) -> None:
+    """Best effort: a corpus in a read-only place is simply encoded again next time."""
+    partial = cache.with_name(cache.name + f".{os.getpid()}.partial")
+    try:
+        torch.save(payload, partial)
+        os.replace(partial, cache)
+    except OSError:
+        partial.unlink(missing_ok=True)
+
+
+@dataclass
+class Corpus:
+    """A tokenized corpus split into training and validation ids."""
+
+    path: Path
+    tokenizer: CharTokenizer
+    train: torch.Tensor  # (N_train,) int32
+    val: torch.Tensor  # (N_val,) int32
+
+
+def load_corpus(data: DataSection, block_size: int) -> Corpus:
+    """Resolve, read, encode and split the corpus; check each split can fill a window."""
+    path = resolve_corpus(data)
+    tokenizer, ids = load_ids(path)
+    n_train = int(len(ids) * (1 - data.val_fraction))
+    train, val = ids[:n_train], ids[n_train:]
+    need = block_size + 1
+    if len(ids) < need:
+        raise UserError(
+            f"corpus {path} has {len(ids)} characters, fewer than model.block_size + 1 = "
+            f"{need}; use a longer corpus or a smaller block_size"
+        )
+    for name, split in (("training", train), ("validation", val)):
+        if len(split) < need:
+            raise UserError(
+                f"the {name} split of {path} has {len(split)} characters, fewer than "
+                f"model.block_size + 1 = {need}; use a longer corpus, a smaller block_size "
+                f"or a different data.val_fraction"
+            )
+    return Corpus(path, tokenizer, train, val)
+
+
+class Batches:
+    """Random windows from one split, drawn from a seeded generator (its state is checkpointed)."""
+
+    def __init__(self, ids: torch.Tensor, block_size: int, batch_size: int, device: torch.device):
+        self.ids = ids
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.device = device
+        self.offsets = torch.arange(block_size + 1)  # (T+1,)
+
+    def sample(self, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """x, y: (B, T) int64 on the device; y is x shifted one character ahead."""
+        starts = torch.randint(len(self.ids) - self.block_size, (self.batch_size,), generator=generator)
+        windows = self.ids[starts.unsqueeze(1) + self.offsets].long()  # (B, T+1)
+        if self.device.type == "cuda":  # pinned memory lets the copy overlap with compute
+            windows = windows.pin_memory().to(self.device, non_blocking=True)
+        else:
+            windows = windows.to(self.device)
+        return windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)

@@ -1,0 +1,43 @@
+"""Characters to ids and back."""
+
+from tinygpt.errors import UserError
+
+
+class CharTokenizer:
+    """One id per character: the vocabulary is the sorted set of characters of a corpus.
+
+    Any Unicode character can be in the vocabulary. The characters, in order, are
+    all a checkpoint needs to rebuild the tokenizer.
+    """
+
+    def __init__(self, chars: list[str] | str):
+        chars = list(chars)
+        if len(set(chars)) != len(chars) or any(len(c) != 1 for c in chars):
+            raise ValueError("a vocabulary is a list of distinct single characters")
+        self.chars = chars
+        self.ids = {c: i for i, c in enumerate(chars)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls(sorted(set(text)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def unknown(self, text: str) -> list[str]:
+        """The distinct characters of text that are not in the vocabulary, in order of appearance."""
+        return list(dict.fromkeys(c for c in text if c not in self.ids))
+
+    def encode(self, text: str) -> list[int]:
+        missing = self.unknown(text)
+        if missing:
+            shown = ", ".join(repr(c) for c in missing[:20]) + (" …" if len(missing) > 20 else "")
+            raise UserError(
+                f"{len(missing)} character(s) not in the model's vocabulary: {shown}; "
+                "use only characters that occur in the training corpus"
+            )
+        return [self.ids[c] for c in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.chars[i] for i in ids)

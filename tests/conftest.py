@@ -1,0 +1,57 @@
+"""Shared fixtures: a small generated corpus and a config that trains on it in seconds."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tinygpt.config import from_dict
+
+WORDS = (
+    "the king and queen of a fair land spoke to their lords with grace and wit "
+    "but night fell soon upon the hall where the fool sang of love and war"
+).split()
+
+
+def make_corpus(n_lines: int = 1500, seed: int = 0) -> str:
+    """Speaker lines and speeches of random words: structured enough for a tiny model to learn."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_lines):
+        speaker = rng.choice(["KING", "QUEEN", "FOOL"])
+        speech = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))
+        lines.append(f"{speaker}:\n{speech.capitalize()}.\n")
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def corpus_file(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(make_corpus(), encoding="utf-8")
+    return path
+
+
+def tiny_raw(corpus: Path, out_dir: Path, **train) -> dict:
+    """A plain-data config for a ~20k-parameter model, as a YAML file would give it."""
+    return {
+        "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16, "dropout": 0.0},
+        "data": {"corpus": str(corpus), "val_fraction": 0.1},
+        "train": {
+            "batch_size": 8,
+            "max_iters": 60,
+            "learning_rate": 3e-3,
+            "min_lr": 3e-4,
+            "warmup_iters": 5,
+            "eval_interval": 20,
+            "eval_iters": 4,
+            "log_interval": 5,
+            "device": "cpu",
+            **train,
+        },
+        "out_dir": str(out_dir),
+    }
+
+
+@pytest.fixture
+def tiny_config(corpus_file: Path, tmp_path: Path):
+    return from_dict(tiny_raw(corpus_file, tmp_path / "run"))

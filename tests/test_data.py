@@ -1,0 +1,76 @@
+import os
+
+import pytest
+import torch
+
+from tinygpt.config import DataSection
+from tinygpt.data import Batches, encode_corpus, load_corpus, load_ids
+from tinygpt.errors import UserError
+
+
+def section(path, **kw) -> DataSection:
+    return DataSection(corpus=str(path), **kw)
+
+
+def test_encoding_uses_the_sorted_vocabulary():
+    tok, ids = encode_corpus("bca—b")
+    assert tok.chars == ["a", "b", "c", "—"]
+    assert ids.tolist() == [1, 2, 0, 3, 1]
+    assert ids.dtype == torch.int32
+
+
+def test_ids_are_cached_beside_the_corpus_and_refreshed_when_it_changes(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("hello world")
+    tok, ids = load_ids(path)
+    cache = tmp_path / "c.txt.ids.pt"
+    assert cache.is_file()
+    assert tok.decode(ids.tolist()) == "hello world"
+    _, again = load_ids(path)  # from the cache
+    assert torch.equal(ids, again)
+    path.write_text("goodbye")
+    os.utime(path, ns=(1, 1))  # a different stamp even within the same clock tick
+    tok, ids = load_ids(path)
+    assert tok.decode(ids.tolist()) == "goodbye"
+
+
+def test_split_and_windows(corpus_file):
+    corpus = load_corpus(section(corpus_file, val_fraction=0.25), block_size=8)
+    total = len(corpus.train) + len(corpus.val)
+    assert len(corpus.val) == total - int(total * 0.75)
+    batches = Batches(corpus.train, block_size=8, batch_size=5, device=torch.device("cpu"))
+    x, y = batches.sample(torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (5, 8) and x.dtype == torch.long
+    assert torch.equal(x[:, 1:], y[:, :-1])  # y is x shifted by one
+    x2, _ = batches.sample(torch.Generator().manual_seed(0))
+    assert torch.equal(x, x2)  # seeded: the same windows
+
+
+def test_windows_reach_the_last_character(tmp_path):
+    ids = torch.arange(10, dtype=torch.int32)
+    batches = Batches(ids, block_size=4, batch_size=2000, device=torch.device("cpu"))
+    x, y = batches.sample(torch.Generator().manual_seed(0))
+    assert int(y.max()) == 9 and int(x.min()) == 0
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"hello \xff world", r"not UTF-8 text: byte 0xff at offset 6"),
+        (b"short", r"has 5 characters, fewer than model.block_size \+ 1 = 9"),
+        (b"x" * 40, r"validation split .* has 4 characters"),
+    ],
+)
+def test_unusable_corpora_get_clear_errors(tmp_path, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=message):
+        load_corpus(section(path), block_size=8)
+
+
+def test_missing_corpus_and_directory(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        load_corpus(section(tmp_path / "missing.txt"), block_size=8)
+    with pytest.raises(UserError, match="is a directory"):
+        load_corpus(section(tmp_path), block_size=8)
