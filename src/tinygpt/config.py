@@ -1,0 +1,313 @@
+"""The run config: plain dataclasses, read from YAML, with dotted overrides, checked before any work.
+
+A config file has three sections and the run directory:
+
+    model: {n_layer: 6, n_head: 6, n_embd: 384, block_size: 256, dropout: 0.2, bias: true}
+    data:  {corpus: shakespeare, val_fraction: 0.1}
+    train: {batch_size: 64, max_iters: 5000, learning_rate: 1.0e-3, ...}
+    out_dir: checkpoints/shakespeare_char
+
+Every field below carries its help text and its allowed values; `load_config`
+checks each one and raises `UserError` with one line naming the key, the value
+and what is allowed.
+"""
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tinygpt.errors import UserError
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: tuple = (),
+) -> Any:
+    """A config field with its help text and allowed range (low/high inclusive unless *_open)."""
+    meta = dict(help=help, low=low, high=high, low_open=low_open, high_open=high_open, choices=choices)
+    if isinstance(default, list):  # a mutable default needs a factory
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ModelSection:
+    n_layer: int = setting(6, "transformer blocks", low=1)
+    n_head: int = setting(6, "attention heads per block; must divide n_embd", low=1)
+    n_embd: int = setting(384, "width of the residual stream", low=1)
+    block_size: int = setting(256, "context length in characters", low=1)
+    dropout: float = setting(0.2, "dropout probability", low=0.0, high=1.0, high_open=True)
+    bias: bool = setting(True, "biases in linear layers and layer norms (GPT-2: true)")
+
+
+@dataclass
+class DataSection:
+    corpus: str = setting(
+        "shakespeare", "`shakespeare` (built in, made on first use) or a path to a UTF-8 text file"
+    )  # noqa: E501
+    data_dir: str = setting("data", "where the built-in corpus is written")
+    val_fraction: float = setting(
+        0.1,
+        "share of the corpus, from its end, held out for validation",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        high_open=True,
+    )
+
+
+@dataclass
+class TrainSection:
+    batch_size: int = setting(64, "sequences per micro-batch", low=1)
+    grad_accum_steps: int = setting(1, "micro-batches per optimizer step", low=1)
+    max_iters: int = setting(5000, "optimizer steps", low=1)
+    learning_rate: float = setting(1e-3, "peak learning rate", low=0.0, low_open=True)
+    min_lr: float = setting(1e-4, "learning rate at the end of the cosine decay", low=0.0)
+    warmup_iters: int = setting(100, "steps of linear warm-up from 0", low=0)
+    weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only", low=0.0)
+    betas: list[float] = setting([0.9, 0.99], "AdamW betas [beta1, beta2], each in [0, 1)")
+    grad_clip: float = setting(1.0, "clip the gradient norm to this; 0 turns clipping off", low=0.0)
+    eval_interval: int = setting(250, "steps between evaluations and checkpoints", low=1)
+    eval_iters: int = setting(200, "batches per split in each evaluation", low=1)
+    log_interval: int = setting(10, "steps between progress-bar updates of loss and speed", low=1)
+    seed: int = setting(1337, "seed for initialisation, batches and dropout")
+    device: str = setting("auto", "where to train", choices=("auto", "cpu", "cuda", "mps"))
+    dtype: str = setting(
+        "float32",
+        "training precision (autocast for the 16-bit ones)",
+        choices=("float32", "bfloat16", "float16"),
+    )
+    compile: bool = setting(False, "torch.compile the model")
+
+
+@dataclass
+class RunConfig:
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    out_dir: str = setting("", "run directory (default: checkpoints/<config file name>)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+SECTIONS = {"model": ModelSection, "data": DataSection, "train": TrainSection}
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML config, apply `section.key=value` overrides, check everything; or raise UserError."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    if raw is None:  # an empty file: all defaults
+        raw = {}
+    for override in overrides:
+        _apply_override(raw, override)
+    config = from_dict(raw, source=str(path))
+    if not config.out_dir:
+        config.out_dir = str(Path("checkpoints") / path.stem)
+    return config
+
+
+def from_dict(raw: Any, source: str = "config") -> RunConfig:
+    """Build a checked RunConfig from plain data (as YAML gives it)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UserError(
+            f"{source}: the top level must be a mapping of sections "
+            f"(model, data, train, out_dir), not {_kind(raw)}"
+        )
+    top_keys = [*SECTIONS, "out_dir"]
+    for key in raw:
+        _check_known(key, top_keys, source, "")
+    sections = {}
+    for name, cls in SECTIONS.items():
+        values = raw.get(name)
+        if values is None:
+            values = {}
+        if not isinstance(values, dict):
+            raise UserError(
+                f"{source}: section '{name}' must be a mapping of keys to values, not {_kind(values)}"
+            )
+        sections[name] = _build_section(cls, values, name, source)
+    out_dir = raw.get("out_dir") or ""
+    if not isinstance(out_dir, str):
+        raise UserError(f"{source}: out_dir must be a path (a string), not {_kind(out_dir)}")
+    config = RunConfig(**sections, out_dir=out_dir)
+    _check_together(config, source)
+    return config
+
+
+def _read_yaml(path: Path) -> Any:
+    if not path.exists():
+        raise UserError(
+            f"config file {path} does not exist; pass a file from configs/, e.g. --config configs/cpu.yaml"
+        )
+    if path.is_dir():
+        raise UserError(f"config {path} is a directory; pass a YAML file, e.g. configs/cpu.yaml")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except PermissionError:
+        raise UserError(f"config file {path} cannot be read (permission denied)") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"config file {path} is not UTF-8 text (bad byte at offset {e.start})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UserError(f"config file {path} is not valid YAML{where}: {problem}") from None
+
+
+def _apply_override(raw: Any, override: str) -> None:
+    key, sep, text = override.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"--set {override!r}: write it as section.key=value, e.g. --set train.max_iters=200")
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    parts = key.strip().split(".")
+    if not isinstance(raw, dict):
+        return  # from_dict reports the malformed file itself
+    if len(parts) == 1:
+        raw[parts[0]] = value
+    elif len(parts) == 2:
+        section = raw.setdefault(parts[0], {})
+        if section is None:
+            section = raw[parts[0]] = {}
+        if isinstance(section, dict):
+            section[parts[1]] = value
+    else:
+        raise UserError(
+            f"--set {override!r}: keys have at most two parts, section.key (e.g. train.learning_rate)"
+        )
+
+
+def _build_section(cls: type, values: dict, section: str, source: str) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in values:
+        _check_known(key, list(fields), source, section + ".")
+    checked = {k: _check_value(fields[k], v, f"{section}.{k}", source) for k, v in values.items()}
+    return cls(**checked)
+
+
+def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
+    if key in valid:
+        return
+    close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
+    hint = f"did you mean '{prefix}{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
+    raise UserError(f"{source}: unknown key '{prefix}{key}'; {hint}")
+
+
+def _check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> Any:
+    """Check one value against its field's type and range; return it in the field's type."""
+    meta = f.metadata
+    allowed = _describe(f)
+    bad = f"{source}: {name} = {value!r} is not allowed; {name} must be {allowed}"
+    if f.type is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(bad)
+    elif f.type is float:
+        value = _as_float(value)
+        if value is None:
+            raise UserError(bad)
+    elif f.type is bool:
+        if not isinstance(value, bool):
+            raise UserError(bad)
+    elif f.type is str:
+        if not isinstance(value, str) or not value:
+            raise UserError(bad)
+        if meta["choices"] and value not in meta["choices"]:
+            raise UserError(bad)
+    elif f.type == list[float]:  # betas
+        items = [_as_float(v) for v in value] if isinstance(value, (list, tuple)) else []
+        if len(items) != 2 or any(v is None or not 0.0 <= v < 1.0 for v in items):
+            raise UserError(bad)
+        return items
+    if not _in_range(value, meta):
+        raise UserError(bad)
+    return value
+
+
+def _as_float(value: Any) -> float | None:
+    """A finite number, or None. Strings like '1e-3' count: YAML 1.1 reads them as text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _in_range(value: Any, meta: Any) -> bool:
+    low, high = meta.get("low"), meta.get("high")
+    if low is not None and (value < low or (meta["low_open"] and value == low)):
+        return False
+    return not (high is not None and (value > high or (meta["high_open"] and value == high)))
+
+
+def _describe(f: dataclasses.Field) -> str:
+    """What a field allows, in words: 'an integer ≥ 1', 'one of cpu, cuda', …"""
+    meta = f.metadata
+    kinds = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    kind = kinds.get(f.type, "a list of two numbers in [0, 1)")  # the one list: betas
+    if meta.get("choices"):
+        return "one of " + ", ".join(meta["choices"])
+    bounds = []
+    if meta.get("low") is not None:
+        bounds.append(f"{'>' if meta['low_open'] else '≥'} {meta['low']:g}")
+    if meta.get("high") is not None:
+        bounds.append(f"{'<' if meta['high_open'] else '≤'} {meta['high']:g}")
+    return kind + (" " + " and ".join(bounds) if bounds else "")
+
+
+def _check_together(config: RunConfig, source: str) -> None:
+    """Rules that involve more than one key."""
+    m, t = config.model, config.train
+    if m.n_embd % m.n_head != 0:
+        raise UserError(
+            f"{source}: model.n_embd = {m.n_embd} is not divisible by model.n_head = "
+            f"{m.n_head}; pick n_embd as a multiple of n_head (e.g. {m.n_head * 64})"
+        )
+    if t.min_lr > t.learning_rate:
+        raise UserError(
+            f"{source}: train.min_lr = {t.min_lr:g} is above train.learning_rate = "
+            f"{t.learning_rate:g}; min_lr is where the decay ends and must be ≤ it"
+        )
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def reference() -> str:
+    """A Markdown table of every key, its default and what it means (for the README)."""
+    rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            rows.append(f"| `{section}.{f.name}` | `{default}` | {_describe(f)} | {f.metadata['help']} |")
+    rows.append(
+        f"| `out_dir` | `checkpoints/<config name>` | a path | "
+        f"{RunConfig.__dataclass_fields__['out_dir'].metadata['help']} |"
+    )
+    return "\n".join(rows)
