@@ -1,0 +1,137 @@
+"""Checkpoints: one dict of tensors and plain data, written atomically, read without running code.
+
+Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it):
+
+    format_version   int: bumped when the layout changes
+    model_config     dict: GPTConfig's fields
+    model            state_dict of the plain (uncompiled, unwrapped) model
+    tokenizer        list of the vocabulary's characters, in id order
+    config           the resolved run config, as a dict
+    record           the training record: step, tokens_seen, losses, wall time, device
+    optimizer, rng   (last.pt only) AdamW state and every random generator's state, for --resume
+"""
+
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tinygpt.errors import UserError
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.tokenizer import CharTokenizer
+
+FORMAT_VERSION = 1
+REQUIRED_KEYS = ("format_version", "model_config", "model", "tokenizer")
+
+
+def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
+    """Write payload to path so that path always holds either the old file or the whole new one.
+
+    The bytes go to a temporary file in the same directory, are flushed and
+    fsync'ed, and the file is renamed over path (atomic on POSIX); a crash at
+    any moment leaves the previous checkpoint intact.
+    """
+    path = Path(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(partial, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)  # make the rename itself durable
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The checkpoint dict, checked; any problem becomes a UserError saying what is wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(
+            f"checkpoint {path} does not exist; train one first "
+            "(python scripts/train.py --config configs/cpu.yaml) or pass --checkpoint"
+        )
+    if path.is_dir():
+        raise UserError(f"checkpoint {path} is a directory; pass a .pt file such as {path}/best.pt")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "weights_only" in str(e) or "Unsupported" in str(e):
+            raise UserError(
+                f"refusing to load {path}: it holds Python objects that would run code "
+                "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
+                "data; do not use this file"
+            ) from None
+        raise UserError(
+            f"checkpoint {path} is damaged (unpickling failed: {e}); "
+            "use another checkpoint, e.g. last.pt or best.pt of the run"
+        ) from None
+    except PermissionError:
+        raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
+    except Exception as e:  # anything else torch.load trips over: the bytes are not a checkpoint
+        raise UserError(_unreadable(path, e)) from None
+    return _checked(payload, path)
+
+
+def _checked(payload: Any, path: Path) -> dict[str, Any]:
+    if not isinstance(payload, dict) or "format_version" not in payload:
+        raise UserError(
+            f"{path} is not a tinygpt checkpoint (no format_version); "
+            "pass a best.pt or last.pt written by scripts/train.py"
+        )
+    version = payload["format_version"]
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise UserError(
+            f"checkpoint {path} has format version {version}, newer than this tinygpt "
+            f"reads ({FORMAT_VERSION}); upgrade tinygpt to load it"
+        )
+    missing = [k for k in REQUIRED_KEYS if k not in payload]
+    if missing:
+        raise UserError(f"checkpoint {path} is incomplete: missing {', '.join(missing)}")
+    return payload
+
+
+def _unreadable(path: Path, error: Exception) -> str:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        return f"checkpoint {path} is empty; use another checkpoint, e.g. last.pt or best.pt of the run"
+    if head == b"PK\x03\x04":  # the start of torch.save's zip archive
+        return (
+            f"checkpoint {path} is truncated or corrupted and cannot be read ({_first_line(error)}); "
+            "use another checkpoint, e.g. last.pt or best.pt of the run"
+        )
+    return f"{path} is not a tinygpt checkpoint (not a file written by torch.save); pass a best.pt or last.pt"
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def model_from_payload(payload: dict[str, Any], path: Path | str = "checkpoint") -> GPT:
+    try:
+        model = GPT(GPTConfig(**payload["model_config"]))
+        model.load_state_dict(payload["model"])
+    except (TypeError, RuntimeError, KeyError, AssertionError) as e:
+        raise UserError(f"checkpoint {path} does not hold a matching model ({_first_line(e)})") from None
+    return model
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, CharTokenizer, dict]:
+    """Load a saved model for use: (model in eval mode on device, tokenizer, training record)."""
+    payload = read_checkpoint(path)
+    model = model_from_payload(payload, path).to(device).eval()
+    tokenizer = CharTokenizer(payload["tokenizer"])
+    return model, tokenizer, payload.get("record", {})

@@ -1,0 +1,314 @@
+"""Training: a config in, a run directory with checkpoints and metrics out.
+
+The loop reads top to bottom in `train`: set up, then one optimizer step per
+iteration, evaluating and checkpointing every eval_interval steps and always
+at the last step.
+"""
+
+import json
+import math
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from tqdm import tqdm
+
+from tinygpt.checkpoint import FORMAT_VERSION, model_from_payload, read_checkpoint, save_checkpoint
+from tinygpt.config import RunConfig, TrainSection
+from tinygpt.data import Batches, Corpus, load_corpus
+from tinygpt.errors import UserError
+from tinygpt.model import GPT, GPTConfig
+
+
+def pick_device(name: str) -> torch.device:
+    """auto → cuda, then mps, then cpu; an explicit choice must exist on this machine."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError(
+            "device cuda was asked for, but CUDA is not available on this machine "
+            f"(torch {torch.__version__}); use device auto or cpu"
+        )
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError(
+            "device mps was asked for, but Apple's MPS is not available on this machine; "
+            "use device auto or cpu"
+        )
+    if name not in ("cpu", "cuda", "mps"):
+        raise UserError(f"unknown device {name!r}; use one of auto, cpu, cuda, mps")
+    return torch.device(name)
+
+
+def autocast_for(device: torch.device, dtype: str):
+    """The mixed-precision context for a training dtype (float32: none)."""
+    if dtype == "float32":
+        return nullcontext()
+    if dtype == "float16" and device.type == "cpu":
+        raise UserError("train.dtype = float16 is not supported on CPU; use bfloat16 or float32")
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype))
+
+
+def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (dim ≥ 2) only: biases, norms' gains stay undecayed."""
+    params = [p for p in model.parameters() if p.requires_grad]  # the tied weight appears once
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    assert len(decay) + len(no_decay) == len(params), "every parameter in exactly one group"
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = device.type == "cuda"  # one kernel for the whole update; foreach elsewhere
+    return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
+
+
+def lr_at(step: int, t: TrainSection) -> float:
+    """Linear warm-up to learning_rate, then cosine decay to min_lr at max_iters."""
+    if step < t.warmup_iters:
+        return t.learning_rate * (step + 1) / (t.warmup_iters + 1)
+    span = max(1, t.max_iters - t.warmup_iters)
+    progress = min(1.0, (step - t.warmup_iters) / span)
+    return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.learning_rate - t.min_lr)
+
+
+@torch.no_grad()
+def estimate_loss(
+    model: torch.nn.Module, splits: dict[str, Batches], iters: int, seed: int, autocast
+) -> dict:
+    """Mean loss over `iters` batches per split, the same batches at every evaluation."""
+    model.eval()
+    losses = {}
+    for name, batches in splits.items():
+        generator = torch.Generator().manual_seed(seed)
+        total = torch.zeros((), device=batches.device)
+        for _ in range(iters):
+            x, y = batches.sample(generator)
+            with autocast:
+                _, loss = model(x, y)
+            total += loss.float()
+        losses[name] = total.item() / iters
+    model.train()
+    return losses
+
+
+class RunDirectory:
+    """checkpoints/<run>/: config.yaml, metrics.jsonl, last.pt, best.pt."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.last = self.path / "last.pt"
+        self.best = self.path / "best.pt"
+        self.metrics = self.path / "metrics.jsonl"
+
+    def prepare(self, config: RunConfig, resume: bool) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"out_dir {self.path} is a file, not a directory; choose another out_dir")
+        if resume and not self.last.is_file():
+            raise UserError(
+                f"--resume: there is no {self.last} to resume from; train without --resume to start this run"
+            )
+        if not resume and self.last.exists():
+            raise UserError(
+                f"{self.path} already holds a run; add --resume to continue it, or start a "
+                f"new one elsewhere with --set out_dir=checkpoints/<new name>"
+            )
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        except OSError as e:
+            raise UserError(
+                f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
+            ) from None
+
+    def log(self, entry: dict[str, Any]) -> None:
+        with open(self.metrics, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train as config says; returns the training record (also saved in the checkpoints)."""
+    # ---------------------------------------------------------------- set-up
+    t = config.train
+    device = pick_device(t.device)
+    autocast = autocast_for(device, t.dtype)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
+        torch.backends.cudnn.allow_tf32 = True
+    corpus = load_corpus(config.data, config.model.block_size)
+    run = RunDirectory(config.out_dir)
+    saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
+    run.prepare(config, resume)
+
+    torch.manual_seed(t.seed)
+    model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
+    if saved is not None:
+        _check_same_model(saved, model_config, run.last)
+        model = model_from_payload(saved, run.last)
+    else:
+        model = GPT(model_config)
+    model.to(device)
+    optimizer = make_optimizer(model, t, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
+    step_model = torch.compile(model) if t.compile else model
+
+    splits = {"train": corpus.train, "val": corpus.val}
+    eval_splits = {
+        name: Batches(ids, model_config.block_size, t.batch_size, device) for name, ids in splits.items()
+    }
+    train_batches = eval_splits["train"]
+    generator = torch.Generator().manual_seed(t.seed)
+    state = {
+        "step": 0,
+        "tokens_seen": 0,
+        "best_val_loss": float("inf"),
+        "best_step": None,
+        "wall_time_s": 0.0,
+        "train_loss": None,
+        "val_loss": None,
+    }
+    if saved is not None:
+        optimizer.load_state_dict(saved["optimizer"])
+        _restore_rng(saved["rng"], generator, device)
+        state.update({k: saved["record"][k] for k in state})
+    tokens_per_step = t.batch_size * model_config.block_size * t.grad_accum_steps
+    _print_summary(model, corpus, device, t, run, state["step"])
+
+    def checkpoint(path: Path, with_state: bool) -> None:
+        payload = {
+            "format_version": FORMAT_VERSION,
+            "model_config": vars(model_config),
+            "model": model.state_dict(),
+            "tokenizer": corpus.tokenizer.chars,
+            "config": config.to_dict(),
+            "record": _record(state, device, t, model),
+        }
+        if with_state:
+            payload["optimizer"] = optimizer.state_dict()
+            payload["rng"] = _rng_state(generator, device)
+        save_checkpoint(payload, path)
+
+    # ---------------------------------------------------------------- loop
+    start_step = state["step"]
+    bar = tqdm(total=t.max_iters, initial=start_step, disable=not progress, unit="step", dynamic_ncols=True)
+    started = time.perf_counter() - state["wall_time_s"]
+    interval_start, interval_steps = time.perf_counter(), 0
+    step = start_step
+    while True:
+        last_step = step == t.max_iters
+        evaluated_already = resume and step == start_step  # the checkpoint we resumed from
+        if (step % t.eval_interval == 0 or last_step) and not evaluated_already:
+            losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast)
+            state.update(
+                step=step,
+                train_loss=losses["train"],
+                val_loss=losses["val"],
+                wall_time_s=time.perf_counter() - started,
+            )
+            improved = losses["val"] < state["best_val_loss"]
+            if improved:
+                state.update(best_val_loss=losses["val"], best_step=step)
+            run.log(
+                {
+                    "step": step,
+                    "tokens": state["tokens_seen"],
+                    "train_loss": losses["train"],
+                    "val_loss": losses["val"],
+                    "lr": lr_at(step, t),
+                    "time_s": state["wall_time_s"],
+                }
+            )
+            bar.write(
+                f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+                + (" (best)" if improved else "")
+            )
+            if step > start_step:
+                checkpoint(run.last, with_state=True)
+                if improved:
+                    checkpoint(run.best, with_state=False)
+        if last_step:
+            break
+
+        # one optimizer step over grad_accum_steps micro-batches
+        lr = lr_at(step, t)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        for _ in range(t.grad_accum_steps):
+            x, y = train_batches.sample(generator)
+            with autocast:
+                _, loss = step_model(x, y)
+            # the loss is a mean per micro-batch: scale so the summed gradients average them
+            scaler.scale(loss / t.grad_accum_steps).backward()
+        if t.grad_clip > 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        state["step"] = step
+        state["tokens_seen"] += tokens_per_step
+        bar.update(1)
+
+        interval_steps += 1
+        if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
+            now = time.perf_counter()
+            speed = interval_steps * tokens_per_step / (now - interval_start)
+            bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+            interval_start, interval_steps = now, 0
+    bar.close()
+    state["wall_time_s"] = time.perf_counter() - started
+    return _record(state, device, t, model)
+
+
+def _check_same_model(saved: dict, model_config: GPTConfig, path: Path) -> None:
+    if saved["model_config"] != vars(model_config):
+        raise UserError(
+            f"--resume: the config's model ({vars(model_config)}) differs from the one in "
+            f"{path} ({saved['model_config']}); resume with the run's own config.yaml"
+        )
+
+
+def _rng_state(generator: torch.Generator, device: torch.device) -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "batches": generator.get_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _restore_rng(state: dict[str, Any], generator: torch.Generator, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    generator.set_state(state["batches"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def _record(state: dict[str, Any], device: torch.device, t: TrainSection, model: GPT) -> dict[str, Any]:
+    return {
+        **state,
+        "device": str(device),
+        "dtype": t.dtype,
+        "torch_version": str(torch.__version__),
+        "num_params": model.num_params(),
+    }
+
+
+def _print_summary(
+    model: GPT, corpus: Corpus, device: torch.device, t: TrainSection, run: RunDirectory, step: int
+) -> None:
+    c = model.config
+    print(
+        f"model: {model.num_params() / 1e6:.2f}M parameters ({c.n_layer} layers, {c.n_head} heads, "
+        f"{c.n_embd} wide, block {c.block_size})"
+    )
+    print(
+        f"corpus: {corpus.path} ({len(corpus.train) + len(corpus.val):,} characters, "
+        f"vocabulary {corpus.tokenizer.vocab_size})"
+    )
+    print(
+        f"training: {t.max_iters} steps of {t.batch_size * t.grad_accum_steps} × {c.block_size} tokens "
+        f"on {device} ({t.dtype}){f', resuming at step {step}' if step else ''}; run directory {run.path}"
+    )

@@ -1,0 +1,111 @@
+import json
+
+import pytest
+import torch
+import yaml
+from conftest import tiny_raw
+
+from tinygpt import load_checkpoint
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.config import from_dict
+from tinygpt.errors import UserError
+from tinygpt.train import lr_at, make_optimizer, train
+
+
+def test_training_learns_and_writes_a_complete_run_directory(tiny_config):
+    record = train(tiny_config, progress=False)
+    run = tiny_config.out_dir
+    metrics = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
+    assert [m["step"] for m in metrics] == [0, 20, 40, 60]
+    assert metrics[-1]["val_loss"] < metrics[0]["val_loss"] - 0.8  # it learned something
+    assert metrics[-1]["tokens"] == 60 * 8 * 16
+    assert record["step"] == 60 and record["tokens_seen"] == 60 * 8 * 16
+    assert record["best_val_loss"] == min(m["val_loss"] for m in metrics)
+    assert yaml.safe_load(open(f"{run}/config.yaml")) == tiny_config.to_dict()
+
+    model, tokenizer, saved = load_checkpoint(f"{run}/best.pt")
+    assert saved["best_val_loss"] == record["best_val_loss"] and saved["device"] == "cpu"
+    assert "optimizer" in read_checkpoint(f"{run}/last.pt")
+    assert "optimizer" not in read_checkpoint(f"{run}/best.pt")  # best.pt is for using the model
+    assert "KING" in tokenizer.decode(tokenizer.encode("KING"))
+
+
+def test_gradient_accumulation_matches_one_big_batch(corpus_file, tmp_path):
+    """4 micro-batches of 2 take the same step as one batch of 8: the generator draws the same windows."""
+    big = tiny_raw(corpus_file, tmp_path / "big", batch_size=8, max_iters=3, eval_interval=100)
+    small = tiny_raw(
+        corpus_file, tmp_path / "small", batch_size=2, grad_accum_steps=4, max_iters=3, eval_interval=100
+    )
+    train(from_dict(big), progress=False)
+    record = train(from_dict(small), progress=False)
+    a = read_checkpoint(tmp_path / "big" / "last.pt")["model"]
+    b = read_checkpoint(tmp_path / "small" / "last.pt")["model"]
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+    assert record["tokens_seen"] == 3 * 8 * 16
+
+
+def test_resume_continues_from_last_checkpoint(corpus_file, tmp_path):
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=40)
+    train(from_dict(raw), progress=False)
+    raw["train"]["max_iters"] = 60
+    record = train(from_dict(raw), resume=True, progress=False)
+    assert record["step"] == 60
+    steps = [json.loads(line)["step"] for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert steps == [0, 20, 40, 60]  # the resumed run does not evaluate step 40 twice
+
+
+def test_resume_gives_the_same_weights_as_one_uninterrupted_run(corpus_file, tmp_path):
+    constant_lr = dict(warmup_iters=0, learning_rate=1e-3, min_lr=1e-3)  # a schedule max_iters can't change
+    straight = tiny_raw(corpus_file, tmp_path / "straight", max_iters=40, **constant_lr)
+    train(from_dict(straight), progress=False)
+    split = tiny_raw(corpus_file, tmp_path / "split", max_iters=20, **constant_lr)
+    train(from_dict(split), progress=False)
+    split["train"]["max_iters"] = 40
+    train(from_dict(split), resume=True, progress=False)
+    a = read_checkpoint(tmp_path / "straight" / "last.pt")["model"]
+    b = read_checkpoint(tmp_path / "split" / "last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_run_directory_is_not_overwritten_without_resume(tiny_config):
+    train(tiny_config, progress=False)
+    with pytest.raises(UserError, match="already holds a run; add --resume"):
+        train(tiny_config, progress=False)
+
+
+def test_resume_without_a_run_is_an_error(tiny_config):
+    with pytest.raises(UserError, match="no .*last.pt to resume from"):
+        train(tiny_config, resume=True, progress=False)
+
+
+def test_learning_rate_schedule(tiny_config):
+    t = tiny_config.train  # warmup 5, max 60, lr 3e-3 → 3e-4
+    assert lr_at(0, t) < lr_at(4, t) < t.learning_rate
+    assert lr_at(5, t) == pytest.approx(t.learning_rate)
+    assert lr_at(60, t) == pytest.approx(t.min_lr)
+    assert lr_at(5, t) > lr_at(30, t) > lr_at(59, t)
+
+
+def test_weight_decay_only_on_matrices(tiny_config):
+    from tinygpt.model import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=10, block_size=8, n_layer=2, n_head=2, n_embd=16))
+    decay, no_decay = make_optimizer(model, tiny_config.train, torch.device("cpu")).param_groups
+    assert all(p.dim() == 2 for p in decay["params"]) and decay["weight_decay"] > 0
+    assert all(p.dim() == 1 for p in no_decay["params"]) and no_decay["weight_decay"] == 0
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_bfloat16_autocast_trains_on_cpu(corpus_file, tmp_path):
+    record = train(
+        from_dict(tiny_raw(corpus_file, tmp_path / "bf16", dtype="bfloat16", max_iters=20)), progress=False
+    )
+    assert record["dtype"] == "bfloat16" and record["val_loss"] < 3.3  # from 3.7 at step 0
+
+
+def test_unavailable_devices_and_dtypes_are_user_errors(corpus_file, tmp_path):
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="CUDA is not available"):
+            train(from_dict(tiny_raw(corpus_file, tmp_path / "c", device="cuda")), progress=False)
+    with pytest.raises(UserError, match="float16 is not supported on CPU"):
+        train(from_dict(tiny_raw(corpus_file, tmp_path / "d", dtype="float16")), progress=False)
