@@ -1,0 +1,5 @@
+import sys
+
+from tinygpt.cli import main
+
+sys.exit(main())

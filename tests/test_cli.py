@@ -1,0 +1,75 @@
+"""The scripts end to end, as a user runs them: real processes, exit codes, stderr."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def script(name: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / name), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def assert_user_error(result: subprocess.CompletedProcess, message: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0]
+
+
+def test_train_sample_inspect(tmp_path, corpus_file):
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"model: {{n_layer: 1, n_head: 2, n_embd: 16, block_size: 16, dropout: 0.0}}\n"
+        f"data: {{corpus: {corpus_file}}}\n"
+        f"train: {{max_iters: 30, eval_interval: 15, eval_iters: 2, batch_size: 4, device: cpu}}\n"
+        f"out_dir: {tmp_path / 'run'}\n"
+    )
+    result = script("train.py", "--config", str(config), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "done: step 30" in result.stdout
+    best = tmp_path / "run" / "best.pt"
+    result = script("sample.py", "--checkpoint", str(best), "--prompt", "KING:", "--max-new-tokens", "20")
+    assert result.returncode == 0 and result.stdout.startswith("KING:") and len(result.stdout) == 26
+    result = script("inspect_checkpoint.py", str(best))
+    assert result.returncode == 0
+    assert (
+        "total" in result.stdout
+        and "n_embd       16" in result.stdout
+        and "step           30" in result.stdout
+    )
+    assert_user_error(script("train.py", "--config", str(config)), "already holds a run")
+    assert_user_error(script("sample.py", "--checkpoint", str(best), "--prompt", "ZZZ"), "'Z'")
+
+
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("train: {lerning_rate: 0.1}", "did you mean 'train.learning_rate'"),
+        ("model: {n_embd: 100, n_head: 3}", "not divisible"),
+        ("model: {n_layer: 2\n", "not valid YAML at line"),
+        ("data: {corpus: /no/such/file.txt}", "does not exist"),
+    ],
+)
+def test_train_user_errors(tmp_path, yaml_text, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml_text)
+    assert_user_error(script("train.py", "--config", str(config)), message)
+
+
+def test_damaged_checkpoint_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"PK\x03\x04" + b"\x00" * 50)
+    assert_user_error(script("inspect_checkpoint.py", str(bad)), "truncated or corrupted")
+    assert_user_error(script("sample.py", "--checkpoint", str(tmp_path / "no.pt")), "does not exist")
+    assert_user_error(script("train.py", "--config", str(tmp_path / "no.yaml")), "does not exist")

@@ -1,0 +1,75 @@
+import io
+
+import pytest
+
+from tinygpt.errors import UserError
+from tinygpt.sample import latest_checkpoint, sample
+from tinygpt.train import train
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from conftest import make_corpus, tiny_raw
+
+    from tinygpt.config import from_dict
+
+    root = tmp_path_factory.mktemp("sample")
+    corpus = root / "corpus.txt"
+    corpus.write_text(make_corpus())
+    config = from_dict(tiny_raw(corpus, root / "run", max_iters=150, eval_interval=150))
+    train(config, progress=False)
+    return root / "run" / "best.pt"
+
+
+def test_streams_prompt_and_continuation(checkpoint):
+    out = io.StringIO()
+    texts = sample(checkpoint, "KING:", max_new_tokens=40, seed=1, device="cpu", out=out)
+    assert len(texts) == 1 and texts[0].startswith("KING:") and len(texts[0]) == 45
+    assert out.getvalue() == texts[0] + "\n"
+
+
+def test_same_seed_same_text_and_greedy_is_deterministic(checkpoint):
+    kw = dict(max_new_tokens=60, device="cpu", out=io.StringIO())
+    assert sample(checkpoint, "QUEEN:", seed=5, **kw) == sample(checkpoint, "QUEEN:", seed=5, **kw)
+    assert sample(checkpoint, "QUEEN:", seed=5, **kw) != sample(checkpoint, "QUEEN:", seed=6, **kw)
+    greedy = [sample(checkpoint, "FOOL:", temperature=0, seed=s, **kw) for s in (1, 2)]
+    assert greedy[0] == greedy[1]
+
+
+def test_past_block_size_with_and_without_cache(checkpoint):
+    kw = dict(max_new_tokens=100, temperature=0, device="cpu", out=io.StringIO())  # block_size is 16
+    for use_cache in (True, False):
+        (text,) = sample(checkpoint, "KING:", use_cache=use_cache, **kw)
+        assert len(text) == 105
+
+
+def test_several_samples_and_an_empty_prompt(checkpoint):
+    texts = sample(checkpoint, "", max_new_tokens=30, num_samples=3, device="cpu", out=io.StringIO())
+    assert len(texts) == 3 and all(len(t) == 30 for t in texts)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(prompt="KING: ü"), r"not in the model's vocabulary: 'ü'"),
+        (dict(max_new_tokens=-1), "max-new-tokens -1 is negative"),
+        (dict(temperature=-0.5), "temperature -0.5 is negative"),
+        (dict(top_k=0), "top-k 0 is below 1"),
+        (dict(top_p=0.0), r"top-p 0.0 is outside \(0, 1\]"),
+        (dict(top_p=1.5), r"top-p 1.5 is outside"),
+    ],
+)
+def test_bad_options(checkpoint, kwargs, message):
+    with pytest.raises(UserError, match=message):
+        sample(checkpoint, **{"prompt": "KING:", "device": "cpu", "out": io.StringIO(), **kwargs})
+
+
+def test_top_k_above_vocabulary_is_clamped(checkpoint):
+    (text,) = sample(checkpoint, "KING:", max_new_tokens=10, top_k=10_000, device="cpu", out=io.StringIO())
+    assert len(text) == 15
+
+
+def test_latest_checkpoint(tmp_path, checkpoint):
+    with pytest.raises(UserError, match="no checkpoint found"):
+        latest_checkpoint(tmp_path)
+    assert latest_checkpoint(checkpoint.parent.parent) == checkpoint
