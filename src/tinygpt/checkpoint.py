@@ -80,8 +80,8 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         ) from None
     except PermissionError:
         raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
-    except Exception as e:  # anything else torch.load trips over: the bytes are not a checkpoint
-        raise UserError(_unreadable(path, e)) from None
+    except Exception:  # anything else torch.load trips over: the bytes are not a checkpoint
+        raise UserError(_unreadable(path)) from None
     return _checked(payload, path)
 
 
@@ -103,14 +103,14 @@ def _checked(payload: Any, path: Path) -> dict[str, Any]:
     return payload
 
 
-def _unreadable(path: Path, error: Exception) -> str:
+def _unreadable(path: Path) -> str:
     with open(path, "rb") as f:
         head = f.read(4)
     if not head:
         return f"checkpoint {path} is empty; use another checkpoint, e.g. last.pt or best.pt of the run"
     if head == b"PK\x03\x04":  # the start of torch.save's zip archive
         return (
-            f"checkpoint {path} is truncated or corrupted and cannot be read ({_first_line(error)}); "
+            f"checkpoint {path} is truncated or corrupted and cannot be read; "
             "use another checkpoint, e.g. last.pt or best.pt of the run"
         )
     return f"{path} is not a tinygpt checkpoint (not a file written by torch.save); pass a best.pt or last.pt"
