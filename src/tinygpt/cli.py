@@ -14,14 +14,16 @@ from tinygpt.errors import UserError
 
 def _train(args: argparse.Namespace) -> None:
     from tinygpt.config import load_config
+    from tinygpt.distributed import is_main_process
     from tinygpt.train import train
 
     config = load_config(args.config, args.set)
     record = train(config, resume=args.resume, progress=not args.quiet)
-    print(
-        f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
-        f"checkpoints in {config.out_dir}"
-    )
+    if is_main_process():  # under torchrun, once for the job
+        print(
+            f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
+            f"checkpoints in {config.out_dir}"
+        )
 
 
 def _sample(args: argparse.Namespace) -> None:
@@ -54,7 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser(
         "train",
         help="train a model from a YAML config",
-        epilog="example: tinygpt train --config configs/cpu.yaml --set train.max_iters=500",
+        epilog="examples:\n"
+        "  tinygpt train --config configs/cpu.yaml --set train.max_iters=500\n"
+        "  tinygpt train --config configs/cpu.yaml --resume\n"
+        "  torchrun --nproc_per_node=4 scripts/train.py --config configs/shakespeare_char.yaml\n"
+        "(the last: 4 processes with DDP, one per GPU; the README shows several machines)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", required=True, help="YAML config file, e.g. configs/cpu.yaml")
     p.add_argument(
