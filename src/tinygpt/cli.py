@@ -1,4 +1,4 @@
-"""The command line: `tinygpt train | sample | inspect`, also behind scripts/*.py.
+"""The command line: `tinygpt train | sample | inspect | export`, also behind scripts/*.py.
 
 Each command parses its options and calls one function of the package. A
 UserError becomes one line on stderr and exit code 2; anything else is a bug
@@ -47,6 +47,12 @@ def _inspect(args: argparse.Namespace) -> None:
     from tinygpt.report import describe
 
     print(describe(args.checkpoint))
+
+
+def _export(args: argparse.Namespace) -> None:
+    from tinygpt.export import export
+
+    print(export(args.checkpoint, args.out_dir, args.format))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +107,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("checkpoint", help="a .pt file written by training")
     p.set_defaults(func=_inspect)
+
+    p = commands.add_parser(
+        "export",
+        help="write a checkpoint for Hugging Face transformers or as bare safetensors",
+        description="Write a checkpoint's model into a new directory: --format hf for "
+        "transformers (GPT2LMHeadModel + a character tokenizer), --format safetensors for "
+        "the bare weights with a JSON config. Needs the hf extra: pip install 'tinygpt[hf]'.",
+        epilog="example: tinygpt export checkpoints/cpu/best.pt --format hf exports/cpu",
+    )
+    p.add_argument("checkpoint", help="a .pt file written by training")
+    p.add_argument("out_dir", help="the directory to write (must not exist, or be empty)")
+    p.add_argument(
+        "--format",
+        choices=["hf", "safetensors"],
+        default="hf",
+        help="hf: a transformers GPT-2 directory; safetensors: bare weights + JSON (default hf)",
+    )
+    p.set_defaults(func=_export)
     return parser
 
 
