@@ -56,6 +56,11 @@ def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tm
     if not bias:
         assert not hf.transformer.h[0].attn.c_attn.bias.any() and not hf.transformer.ln_f.bias.any()
 
+    with torch.no_grad():  # transformers shifts the labels itself: the same next-character loss
+        hf_loss = hf(idx, labels=idx).loss
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+    assert hf_loss.item() == pytest.approx(loss.item(), rel=1e-6)
+
     prompt = idx[:, :4]
     greedy = hf.generate(prompt, max_new_tokens=28, do_sample=False)
     assert torch.equal(greedy, model.generate(prompt, 28, temperature=0))
