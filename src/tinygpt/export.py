@@ -175,9 +175,9 @@ def character_tokenizer(chars: list[str]):
 
 
 def _write_hf(model: GPT, chars: list[str], payload: dict, checkpoint: str | Path, out: Path) -> float:
+    hf_model = to_gpt2(model)
     from transformers.utils import logging
 
-    hf_model = to_gpt2(model)
     difference, scale = compare_logits(model, hf_model)
     if not difference <= TOLERANCE * max(1.0, scale):
         raise UserError(
