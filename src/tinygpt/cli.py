@@ -1,4 +1,4 @@
-"""The command line: `tinygpt train | sample | inspect`, also behind scripts/*.py.
+"""The command line: `tinygpt train | sample | inspect | export`, also behind scripts/*.py.
 
 Each command parses its options and calls one function of the package. A
 UserError becomes one line on stderr and exit code 2; anything else is a bug
@@ -14,14 +14,16 @@ from tinygpt.errors import UserError
 
 def _train(args: argparse.Namespace) -> None:
     from tinygpt.config import load_config
+    from tinygpt.distributed import is_main_process
     from tinygpt.train import train
 
     config = load_config(args.config, args.set)
     record = train(config, resume=args.resume, progress=not args.quiet)
-    print(
-        f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
-        f"checkpoints in {config.out_dir}"
-    )
+    if is_main_process():  # under torchrun, once for the job
+        print(
+            f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
+            f"checkpoints in {config.out_dir}"
+        )
 
 
 def _sample(args: argparse.Namespace) -> None:
@@ -47,6 +49,12 @@ def _inspect(args: argparse.Namespace) -> None:
     print(describe(args.checkpoint))
 
 
+def _export(args: argparse.Namespace) -> None:
+    from tinygpt.export import export
+
+    print(export(args.checkpoint, args.out_dir, args.format))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinygpt", description="A small, transparent character-level GPT.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -54,7 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser(
         "train",
         help="train a model from a YAML config",
-        epilog="example: tinygpt train --config configs/cpu.yaml --set train.max_iters=500",
+        epilog="examples:\n"
+        "  tinygpt train --config configs/cpu.yaml --set train.max_iters=500\n"
+        "  tinygpt train --config configs/cpu.yaml --resume\n"
+        "  torchrun --nproc_per_node=4 scripts/train.py --config configs/shakespeare_char.yaml\n"
+        "(the last: 4 processes with DDP, one per GPU; the README shows several machines)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", required=True, help="YAML config file, e.g. configs/cpu.yaml")
     p.add_argument(
@@ -94,6 +107,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("checkpoint", help="a .pt file written by training")
     p.set_defaults(func=_inspect)
+
+    p = commands.add_parser(
+        "export",
+        help="write a checkpoint for Hugging Face transformers or as bare safetensors",
+        description="Write a checkpoint's model into a new directory: --format hf for "
+        "transformers (GPT2LMHeadModel + a character tokenizer), --format safetensors for "
+        "the bare weights with a JSON config. Needs the hf extra: pip install 'tinygpt[hf]'.",
+        epilog="example: tinygpt export checkpoints/cpu/best.pt --format hf exports/cpu",
+    )
+    p.add_argument("checkpoint", help="a .pt file written by training")
+    p.add_argument("out_dir", help="the directory to write (must not exist, or be empty)")
+    p.add_argument(
+        "--format",
+        choices=["hf", "safetensors"],
+        default="hf",
+        help="hf: a transformers GPT-2 directory; safetensors: bare weights + JSON (default hf)",
+    )
+    p.set_defaults(func=_export)
     return parser
 
 

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from tinygpt.checkpoint import FORMAT_VERSION, model_from_payload, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig, TrainSection
 from tinygpt.data import Batches, Corpus, load_corpus
+from tinygpt.distributed import ONE_PROCESS, Ranks, process_group
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
 
@@ -66,6 +67,11 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
 
 
+def global_batch(t: TrainSection, ranks: Ranks) -> int:
+    """Sequences per optimizer step: the batch of each rank's micro-step × ranks × micro-steps."""
+    return t.batch_size * ranks.world_size * t.grad_accum_steps
+
+
 def lr_at(step: int, t: TrainSection) -> float:
     """Linear warm-up to learning_rate, then cosine decay to min_lr at max_iters."""
     if step < t.warmup_iters:
@@ -77,20 +83,31 @@ def lr_at(step: int, t: TrainSection) -> float:
 
 @torch.no_grad()
 def estimate_loss(
-    model: torch.nn.Module, splits: dict[str, Batches], iters: int, seed: int, autocast
+    model: torch.nn.Module,
+    splits: dict[str, Batches],
+    iters: int,
+    seed: int,
+    autocast,
+    ranks: Ranks = ONE_PROCESS,
 ) -> dict:
-    """Mean loss over `iters` batches per split, the same batches at every evaluation."""
+    """Mean loss over `iters` batches per split, the same batches at every evaluation.
+
+    With several ranks, rank r evaluates batches r, r + world_size, …, and the
+    sums are added up across ranks: the same mean as one process, sooner.
+    """
     model.eval()
     losses = {}
     for name, batches in splits.items():
         generator = torch.Generator().manual_seed(seed)
         total = torch.zeros((), device=batches.device)
-        for _ in range(iters):
-            x, y = batches.sample(generator)
+        for i in range(iters):
+            x, y = batches.sample(generator)  # every rank draws every batch, to stay in step
+            if i % ranks.world_size != ranks.rank:
+                continue
             with autocast:
                 _, loss = model(x, y)
             total += loss.float()
-        losses[name] = total.item() / iters
+        losses[name] = ranks.sum(total).item() / iters
     model.train()
     return losses
 
@@ -104,7 +121,7 @@ class RunDirectory:
         self.best = self.path / "best.pt"
         self.metrics = self.path / "metrics.jsonl"
 
-    def prepare(self, config: RunConfig, resume: bool) -> None:
+    def prepare(self, config: RunConfig, resume: bool, write: bool = True) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise UserError(f"out_dir {self.path} is a file, not a directory; choose another out_dir")
         if resume and not self.last.is_file():
@@ -116,6 +133,8 @@ class RunDirectory:
                 f"{self.path} already holds a run; add --resume to continue it, or start a "
                 f"new one elsewhere with --set out_dir=checkpoints/<new name>"
             )
+        if not write:  # another process (rank 0) writes the run directory
+            return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             (self.path / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
@@ -130,20 +149,29 @@ class RunDirectory:
 
 
 def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train as config says; returns the training record (also saved in the checkpoints)."""
+    """Train as config says; returns the training record (also saved in the checkpoints).
+
+    Started by torchrun, each process trains one replica with DistributedDataParallel
+    (see tinygpt.distributed); started plainly, it is one process.
+    """
+    with process_group(pick_device(config.train.device)) as ranks:
+        return _train(config, resume, progress, ranks)
+
+
+def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dict[str, Any]:
     # ---------------------------------------------------------------- set-up
     t = config.train
-    device = pick_device(t.device)
+    device = ranks.device
     autocast = autocast_for(device, t.dtype)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
         torch.backends.cudnn.allow_tf32 = True
-    corpus = load_corpus(config.data, config.model.block_size)
+    corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
     run = RunDirectory(config.out_dir)
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
-    run.prepare(config, resume)
+    run.prepare(config, resume, write=ranks.is_main)
 
-    torch.manual_seed(t.seed)
+    torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
     model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
     if saved is not None:
         _check_same_model(saved, model_config, run.last)
@@ -154,13 +182,14 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
     optimizer = make_optimizer(model, t, device)
     scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
     step_model = torch.compile(model) if t.compile else model
+    step_model = ranks.wrap(step_model)  # DistributedDataParallel when there are several ranks
 
     splits = {"train": corpus.train, "val": corpus.val}
     eval_splits = {
         name: Batches(ids, model_config.block_size, t.batch_size, device) for name, ids in splits.items()
     }
     train_batches = eval_splits["train"]
-    generator = torch.Generator().manual_seed(t.seed)
+    generator = torch.Generator().manual_seed(t.seed + ranks.rank)  # each rank its own batches
     state = {
         "step": 0,
         "tokens_seen": 0,
@@ -172,28 +201,42 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
     }
     if saved is not None:
         optimizer.load_state_dict(saved["optimizer"])
-        _restore_rng(saved["rng"], generator, device)
+        rng_states = saved.get("rank_rng", [saved["rng"]])  # by rank of the saved run
+        if ranks.rank < len(rng_states):  # a rank the saved run did not have starts its own stream
+            _restore_rng(rng_states[ranks.rank], generator, device)
         state.update({k: saved["record"][k] for k in state})
-    tokens_per_step = t.batch_size * model_config.block_size * t.grad_accum_steps
-    _print_summary(model, corpus, device, t, run, state["step"])
+    tokens_per_step = global_batch(t, ranks) * model_config.block_size
+    if ranks.is_main:
+        _print_summary(model, corpus, device, t, run, state["step"], ranks)
 
     def checkpoint(path: Path, with_state: bool) -> None:
+        rng_states = ranks.gather(_rng_state(generator, device)) if with_state else None  # all ranks
+        if not ranks.is_main:
+            return
         payload = {
             "format_version": FORMAT_VERSION,
             "model_config": vars(model_config),
             "model": model.state_dict(),
             "tokenizer": corpus.tokenizer.chars,
             "config": config.to_dict(),
-            "record": _record(state, device, t, model),
+            "record": _record(state, device, t, model, ranks),
         }
         if with_state:
-            payload["optimizer"] = optimizer.state_dict()
-            payload["rng"] = _rng_state(generator, device)
+            payload["optimizer"] = optimizer.state_dict()  # the same on every rank
+            payload["rng"] = rng_states[0]
+            if ranks.distributed:
+                payload["rank_rng"] = rng_states
         save_checkpoint(payload, path)
 
     # ---------------------------------------------------------------- loop
     start_step = state["step"]
-    bar = tqdm(total=t.max_iters, initial=start_step, disable=not progress, unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=t.max_iters,
+        initial=start_step,
+        disable=not progress or not ranks.is_main,
+        unit="step",
+        dynamic_ncols=True,
+    )
     started = time.perf_counter() - state["wall_time_s"]
     interval_start, interval_steps = time.perf_counter(), 0
     step = start_step
@@ -201,30 +244,31 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
         last_step = step == t.max_iters
         evaluated_already = resume and step == start_step  # the checkpoint we resumed from
         if (step % t.eval_interval == 0 or last_step) and not evaluated_already:
-            losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast)
+            losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast, ranks)
             state.update(
                 step=step,
                 train_loss=losses["train"],
                 val_loss=losses["val"],
                 wall_time_s=time.perf_counter() - started,
             )
-            improved = losses["val"] < state["best_val_loss"]
+            improved = losses["val"] < state["best_val_loss"]  # the same on every rank: losses are summed
             if improved:
                 state.update(best_val_loss=losses["val"], best_step=step)
-            run.log(
-                {
-                    "step": step,
-                    "tokens": state["tokens_seen"],
-                    "train_loss": losses["train"],
-                    "val_loss": losses["val"],
-                    "lr": lr_at(step, t),
-                    "time_s": state["wall_time_s"],
-                }
-            )
-            bar.write(
-                f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
-                + (" (best)" if improved else "")
-            )
+            if ranks.is_main:
+                run.log(
+                    {
+                        "step": step,
+                        "tokens": state["tokens_seen"],
+                        "train_loss": losses["train"],
+                        "val_loss": losses["val"],
+                        "lr": lr_at(step, t),
+                        "time_s": state["wall_time_s"],
+                    }
+                )
+                bar.write(
+                    f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+                    + (" (best)" if improved else "")
+                )
             if step > start_step:
                 checkpoint(run.last, with_state=True)
                 if improved:
@@ -236,12 +280,13 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
         lr = lr_at(step, t)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        for _ in range(t.grad_accum_steps):
+        for micro_step in range(t.grad_accum_steps):
             x, y = train_batches.sample(generator)
-            with autocast:
-                _, loss = step_model(x, y)
-            # the loss is a mean per micro-batch: scale so the summed gradients average them
-            scaler.scale(loss / t.grad_accum_steps).backward()
+            with ranks.sync_gradients(step_model, sync=micro_step == t.grad_accum_steps - 1):
+                with autocast:
+                    _, loss = step_model(x, y)
+                # the loss is a mean per micro-batch: scale so the summed gradients average them
+                scaler.scale(loss / t.grad_accum_steps).backward()
         if t.grad_clip > 0:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
@@ -261,7 +306,7 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
             interval_start, interval_steps = now, 0
     bar.close()
     state["wall_time_s"] = time.perf_counter() - started
-    return _record(state, device, t, model)
+    return _record(state, device, t, model, ranks)
 
 
 def _check_same_model(saved: dict, model_config: GPTConfig, path: Path) -> None:
@@ -286,18 +331,28 @@ def _restore_rng(state: dict[str, Any], generator: torch.Generator, device: torc
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def _record(state: dict[str, Any], device: torch.device, t: TrainSection, model: GPT) -> dict[str, Any]:
+def _record(
+    state: dict[str, Any], device: torch.device, t: TrainSection, model: GPT, ranks: Ranks
+) -> dict[str, Any]:
     return {
         **state,
         "device": str(device),
         "dtype": t.dtype,
         "torch_version": str(torch.__version__),
         "num_params": model.num_params(),
+        "world_size": ranks.world_size,
+        "global_batch": global_batch(t, ranks),
     }
 
 
 def _print_summary(
-    model: GPT, corpus: Corpus, device: torch.device, t: TrainSection, run: RunDirectory, step: int
+    model: GPT,
+    corpus: Corpus,
+    device: torch.device,
+    t: TrainSection,
+    run: RunDirectory,
+    step: int,
+    ranks: Ranks,
 ) -> None:
     c = model.config
     print(
@@ -309,6 +364,12 @@ def _print_summary(
         f"vocabulary {corpus.tokenizer.vocab_size})"
     )
     print(
-        f"training: {t.max_iters} steps of {t.batch_size * t.grad_accum_steps} × {c.block_size} tokens "
-        f"on {device} ({t.dtype}){f', resuming at step {step}' if step else ''}; run directory {run.path}"
+        f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
+        f"({t.dtype}){f', resuming at step {step}' if step else ''}; run directory {run.path}"
     )
+    if ranks.distributed:
+        print(
+            f"distributed: {ranks.world_size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), "
+            f"global batch {global_batch(t, ranks)} = {t.batch_size} per rank × {ranks.world_size} ranks "
+            f"× {t.grad_accum_steps} accumulation steps"
+        )

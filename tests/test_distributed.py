@@ -1,0 +1,100 @@
+"""Training on two CPU processes with torchrun (gloo), as a user starts it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import tiny_raw
+
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.config import from_dict
+from tinygpt.distributed import from_environment
+from tinygpt.errors import UserError
+from tinygpt.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+def torchrun(script: Path, raw: dict, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    config = tmp_path / f"{Path(raw['out_dir']).name}.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    return subprocess.run(
+        [*TORCHRUN, str(script), "--config", str(config), "--quiet", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=180,  # a guard against a hang: a healthy run takes seconds
+    )
+
+
+def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus_file, tmp_path):
+    """2 ranks × batch 4 against 1 process × 2 micro-batches of 4; resuming is exact under torchrun."""
+    constant_lr = dict(warmup_iters=0, learning_rate=3e-3, min_lr=3e-3)  # max_iters can't change it
+    ddp = dict(batch_size=4, eval_interval=20, eval_iters=4, **constant_lr)
+    model = {"dropout": 0.1}  # per-rank dropout streams, which resume must restore too
+
+    def raw(name: str, **train) -> dict:
+        r = tiny_raw(corpus_file, tmp_path / name, **{**ddp, **train})
+        r["model"].update(model)
+        return r
+
+    train_py = ROOT / "scripts" / "train.py"
+    straight = torchrun(train_py, raw("straight", max_iters=40), tmp_path)
+    assert straight.returncode == 0, straight.stderr
+    assert "global batch 8 = 4 per rank × 2 ranks × 1 accumulation steps" in straight.stdout
+    assert straight.stdout.count("done: step 40") == 1  # rank 0 speaks for the job
+
+    run = tmp_path / "straight"
+    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl"]
+    metrics = [json.loads(line) for line in open(run / "metrics.jsonl")]
+    assert [m["step"] for m in metrics] == [0, 20, 40]  # written once, by rank 0
+    last = read_checkpoint(run / "last.pt")
+    assert last["record"]["world_size"] == 2 and last["record"]["global_batch"] == 8
+    assert last["record"]["tokens_seen"] == 40 * 8 * 16
+    assert not [k for k in last["model"] if k.startswith("module.")]  # the unwrapped model's weights
+    assert len(last["rank_rng"]) == 2
+
+    # one process, the same global batch as 2 micro-batches of 4: the same start, close after 40 steps
+    single = from_dict(raw("single", max_iters=40, grad_accum_steps=2))
+    record = train(single, progress=False)
+    alone = [json.loads(line) for line in open(tmp_path / "single" / "metrics.jsonl")]
+    assert alone[0]["val_loss"] == pytest.approx(metrics[0]["val_loss"], abs=1e-6)  # same eval batches
+    assert metrics[-1]["val_loss"] < metrics[0]["val_loss"] - 0.5  # both learned …
+    assert record["val_loss"] < alone[0]["val_loss"] - 0.5
+    assert metrics[-1]["val_loss"] == pytest.approx(record["val_loss"], abs=0.05)  # … about as much
+
+    # stopped at step 20 and resumed under torchrun: the same weights as the straight run
+    first = torchrun(train_py, raw("split", max_iters=20), tmp_path)
+    assert first.returncode == 0, first.stderr
+    resumed = torchrun(train_py, raw("split", max_iters=40), tmp_path, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    split = read_checkpoint(tmp_path / "split" / "last.pt")["model"]
+    assert all(torch.equal(split[k], last["model"][k]) for k in split)
+
+
+def test_a_failing_rank_ends_the_whole_job(corpus_file, tmp_path):
+    raw = tiny_raw(corpus_file, tmp_path / "run", batch_size=4, eval_iters=2)
+    result = torchrun(ROOT / "tests" / "failing_rank.py", raw, tmp_path)
+    assert result.returncode != 0
+    assert "error: rank 1 of 2: injected failure on this rank" in result.stderr
+    assert not (tmp_path / "run" / "last.pt").exists()  # it failed before the first checkpoint
+
+
+def test_ranks_come_from_torchruns_environment(monkeypatch):
+    cpu = torch.device("cpu")
+    one = from_environment(cpu)
+    assert (one.rank, one.world_size, one.is_main, one.distributed) == (0, 1, True, False)
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    ranks = from_environment(cpu)
+    assert (ranks.rank, ranks.local_rank, ranks.world_size, ranks.is_main) == (3, 1, 4, False)
+    assert ranks.device == cpu
+    monkeypatch.setenv("WORLD_SIZE", "four")
+    with pytest.raises(UserError, match="must be integers"):
+        from_environment(cpu)

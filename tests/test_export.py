@@ -1,0 +1,123 @@
+"""Export to Hugging Face transformers and to bare safetensors: the export computes what tinygpt does."""
+
+import json
+import sys
+
+import pytest
+import torch
+
+from tinygpt import GPT, GPTConfig, load_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+from tinygpt.cli import main
+from tinygpt.errors import UserError
+from tinygpt.export import export, load_safetensors
+
+CHARS = sorted(set("\n\t !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyzéà—’🙂"))
+TEXT = "KING:\nWhat  say'st thou, fool?\té — 🙂 ’tis\n\n"
+
+
+def write_checkpoint(path, bias: bool = True, **extra_config) -> GPT:
+    """A small model with every weight random (biases and norm gains too), saved as training saves it."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=len(CHARS), block_size=32, n_layer=2, n_head=2, n_embd=16, bias=bias))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+    save_checkpoint(
+        {
+            "format_version": FORMAT_VERSION,
+            "model_config": {**vars(model.config), **extra_config},
+            "model": model.state_dict(),
+            "tokenizer": CHARS,
+            "record": {"step": 7, "val_loss": 1.5},
+        },
+        path,
+    )
+    return model.eval()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tmp_path, bias):
+    transformers = pytest.importorskip("transformers")
+    model = write_checkpoint(tmp_path / "best.pt", bias=bias)
+    export(tmp_path / "best.pt", tmp_path / "hf", "hf")
+    files = {p.name for p in (tmp_path / "hf").iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= files
+    assert not [f for f in files if f.endswith((".bin", ".pt", ".partial"))]  # weights as safetensors only
+
+    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "hf").eval()
+    assert hf.lm_head.weight.data_ptr() == hf.transformer.wte.weight.data_ptr()  # tied, as in tinygpt
+    idx = torch.tensor([list(range(len(CHARS)))[:32], list(range(len(CHARS)))[-32:]])  # (2, 32)
+    with torch.no_grad():
+        ours, _ = model(idx)
+        theirs = hf(idx).logits
+    assert ours.abs().max() > 1.0  # logits large enough for a wrong mapping to show
+    assert (ours - theirs).abs().max() <= 1e-5
+    if not bias:
+        assert not hf.transformer.h[0].attn.c_attn.bias.any() and not hf.transformer.ln_f.bias.any()
+
+    with torch.no_grad():  # transformers shifts the labels itself: the same next-character loss
+        hf_loss = hf(idx, labels=idx).loss
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+    assert hf_loss.item() == pytest.approx(loss.item(), rel=1e-6)
+
+    prompt = idx[:, :4]
+    greedy = hf.generate(prompt, max_new_tokens=28, do_sample=False)
+    assert torch.equal(greedy, model.generate(prompt, 28, temperature=0))
+
+
+def test_the_exported_tokenizer_round_trips_every_character(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    write_checkpoint(tmp_path / "best.pt")
+    export(tmp_path / "best.pt", tmp_path / "hf")
+    _, ours, _ = load_checkpoint(tmp_path / "best.pt")
+    for tokenizer in (
+        transformers.AutoTokenizer.from_pretrained(tmp_path / "hf"),
+        transformers.PreTrainedTokenizerFast.from_pretrained(tmp_path / "hf"),
+    ):
+        ids = tokenizer.encode(TEXT)
+        assert ids == ours.encode(TEXT)  # one id per character, tinygpt's ids, no special tokens
+        assert tokenizer.decode(ids) == TEXT  # newlines, tabs, runs of spaces and emoji come back
+        assert tokenizer.decode(tokenizer(" , . ?").input_ids) == " , . ?"  # no clean-up of spaces
+        with pytest.raises(Exception, match="(?i)unk"):  # a character outside the vocabulary
+            tokenizer.encode("ü")
+
+
+def test_safetensors_export_holds_weights_config_and_vocabulary(tmp_path):
+    pytest.importorskip("safetensors")
+    from safetensors.torch import load_file
+
+    model = write_checkpoint(tmp_path / "best.pt", bias=False)
+    assert main(["export", str(tmp_path / "best.pt"), "--format", "safetensors", str(tmp_path / "st")]) == 0
+    config = json.loads((tmp_path / "st" / "config.json").read_text(encoding="utf-8"))
+    assert config["vocabulary"] == CHARS and config["model_config"] == vars(model.config)
+    tensors = load_file(tmp_path / "st" / "model.safetensors")
+    assert set(tensors) == set(model.state_dict()) - {"lm_head.weight"}  # the tied head is wte
+
+    loaded, tokenizer = load_safetensors(tmp_path / "st")
+    idx = torch.tensor([tokenizer.encode(TEXT)[:32]])
+    assert torch.equal(loaded(idx)[0], model(idx)[0])
+    assert tokenizer.chars == CHARS
+
+
+def test_export_refuses_what_it_cannot_write_exactly_and_never_overwrites(tmp_path):
+    write_checkpoint(tmp_path / "rope.pt", rotary=True)
+    with pytest.raises(UserError, match="option\\(s\\) rotary.*cannot reproduce"):
+        export(tmp_path / "rope.pt", tmp_path / "out", "safetensors")
+    write_checkpoint(tmp_path / "best.pt")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not empty"):
+        export(tmp_path / "best.pt", tmp_path / "taken", "safetensors")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+    with pytest.raises(UserError, match="unknown export format 'onnx'"):
+        export(tmp_path / "best.pt", tmp_path / "out", "onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "rope.pt", "taken"]  # no leftovers
+
+
+def test_a_missing_extra_is_a_user_error(tmp_path, monkeypatch, capsys):
+    write_checkpoint(tmp_path / "best.pt")
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
+    assert main(["export", str(tmp_path / "best.pt"), str(tmp_path / "hf")]) == 2
+    assert "pip install 'tinygpt[hf]'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]  # no partial directory left
