@@ -61,7 +61,7 @@ def test_worked_example_from_the_command_line(capsys):
 
 def test_masked_positions_get_zero_weight():
     lines, a = attention_steps(Q, K, V, position=1, labels=["'a'", "'b'", "'c'"])
-    assert any("'c'  masked: a later position, score −∞" in line for line in lines)
+    assert "   2 'c': later, so masked: score −∞, exp(−∞) = 0, weight 0" in lines
     assert a.weights[2] == 0 and a.weights[:2].sum() == pytest.approx(1.0)
     assert not any(line.strip().startswith("2 'c'  0.") for line in lines), "no value row for a masked key"
 
@@ -143,29 +143,22 @@ def test_every_printed_number_is_the_models_own():
     assert close(line("q ="), want["q"])
     assert close(line("k ="), want["k"][token])
     assert close(line("v ="), want["v"][token])
-    # 4: q·k_j written out, its total and the scaled score, for each j ≤ token
+    # 4: q·k_j written out, its total and the scaled score, for each j ≤ token; later ones masked
     start = lines.index(next(x for x in lines if x.startswith("4.")))
-    rows = lines[start + 1 : start + 1 + len(ids)]
-    for j, row in enumerate(rows):
-        if j > token:
-            assert "masked: a later position, score −∞" in row
-            continue
+    for j, row in enumerate(lines[start + 1 : start + 2 + token]):
         found = numbers(row)
         terms = torch.stack([want["q"][:3], want["k"][j, :3]], dim=1)  # q_t × k_jt, t < 3
         assert close(found[:6], terms) and f"({hs} terms)" in row
         assert close(found[6:], torch.stack([want["dots"][j], want["scores"][j]]))
+    masked = lines[start + 2 + token]
+    assert masked == "   6 'a' … 8 'b': later, so masked: score −∞, exp(−∞) = 0, weight 0"
     # 5: softmax, row by row
     start = lines.index(next(x for x in lines if x.startswith("5.")))
     assert close(numbers(lines[start]), want["scores"].max().reshape(1))
     exps = torch.exp(want["scores"] - want["scores"].max())
-    for j, row in enumerate(lines[start + 2 : start + 2 + len(ids)]):
-        if j > token:
-            assert numbers(row) == [0.0, 0.0] and "−∞" in row
-        else:
-            assert close(
-                numbers(row),
-                torch.stack([want["scores"][j] - want["scores"].max(), exps[j], want["weights"][j]]),
-            )
+    shifted = want["scores"] - want["scores"].max()
+    for j, row in enumerate(lines[start + 2 : start + 3 + token]):
+        assert close(numbers(row), torch.stack([shifted[j], exps[j], want["weights"][j]]))
     assert close(line("sum of exps =")[:1], exps.sum().reshape(1))
     # 6: weight × v_j = weighted row, the head's output, what it adds to the residual stream
     start = lines.index(next(x for x in lines if x.startswith("6.")))
@@ -188,7 +181,10 @@ def test_dims_limits_long_vectors(odd_checkpoint):
     wte = next(x for x in text.splitlines() if x.strip().startswith("wte["))
     assert len(numbers(wte)) == 3 and "… 29 more]" in wte
     q = next(x for x in text.splitlines() if x.strip().startswith("q ="))
-    assert len(numbers(q)) == 16, "q, k and v always show every dimension"
+    assert len(numbers(q)) == 3 and "… 13 more]" in q
+    default = explain(odd_checkpoint, "KING:", layer=0, head=1, token=2)
+    q = next(x for x in default.splitlines() if x.strip().startswith("q ="))
+    assert len(numbers(q)) == 16, "by default q, k and v show every dimension"
 
 
 @pytest.mark.parametrize(

@@ -105,13 +105,10 @@ def attention_steps(
     labels = labels or [""] * n
     name = [f"{j:>{len(str(n - 1))}} {labels[j]}".rstrip() for j in range(n)]
     w = max(len(s) for s in name)
-    lines = [
-        f"4. Scores: q · k_j / √{d} for each position j ≤ {a.position} (√{d} = {num(math.sqrt(d))})",
-    ]
-    for j in range(n):
-        if j > a.position:
-            lines.append(f"   {name[j]:<{w}}  masked: a later position, score −∞")
-            continue
+    seen = range(a.position + 1)
+    masked = _masked_line(name, a.position)
+    lines = [f"4. Scores: q · k_j / √{d} for each position j ≤ {a.position} (√{d} = {num(math.sqrt(d))})"]
+    for j in seen:
         terms = " + ".join(
             f"{_signed(q[t].item())}×{_signed(keys[j, t].item())}" for t in range(min(SHOWN_TERMS, d))
         )
@@ -120,17 +117,18 @@ def attention_steps(
             f"   {name[j]:<{w}}  {terms}{more} = {num(a.dots[j].item())}"
             f"  → / √{d} = {num(a.scores[j].item())}"
         )
+    lines += [masked] if masked else []
     lines.append(
         f"5. Softmax: subtract the largest score ({num(a.row_max)}), exponentiate, divide by the sum"
     )
     lines.append(f"   {'j':<{w}}  {'score − max':>12} {'exp':>9} {'weight':>9}")
     weights = a.weights.tolist()
-    for j, (score, e) in enumerate(zip(a.scores.tolist(), a.exps.tolist(), strict=True)):
-        shifted = "−∞" if j > a.position else num(score - a.row_max)
-        lines.append(f"   {name[j]:<{w}}  {shifted:>12} {num(e):>9} {num(weights[j]):>9}")
+    for j in seen:
+        shifted, e = a.scores[j].item() - a.row_max, a.exps[j].item()
+        lines.append(f"   {name[j]:<{w}}  {num(shifted):>12} {num(e):>9} {num(weights[j]):>9}")
     lines.append(f"   sum of exps = {num(a.total)}; each weight = exp / {num(a.total)}")
     lines.append("6. Output: the values, each scaled by its weight, summed")
-    for j in range(a.position + 1):
+    for j in seen:
         scaled = f"{num(weights[j])} × {vec(values[j], dims)} = {vec(a.weighted[j], dims)}"
         lines.append(f"   {name[j]:<{w}}  {scaled}")
     lines.append(f"   output = {vec(a.output, dims)}")
@@ -147,7 +145,7 @@ def walkthrough(
     labels = [quoted(c) for c in chars]
     lt = trace.layers[layer]
     dims = hs if dims is None else dims
-    wide = "" if dims >= cfg.n_embd else f"; {cfg.n_embd}-wide vectors show their first {dims} entries"
+    wide = "" if dims >= cfg.n_embd else f"; vectors show their first {dims} entries"
     lines = [
         f"Following {labels[token]} (position {token} of {len(chars)}) through layer {layer}, head {head}.",
         f"n_embd {cfg.n_embd}, n_head {cfg.n_head}, d_head {hs}{wide}. Numbers are the model's own.",
@@ -159,9 +157,8 @@ def walkthrough(
     ]
     x = lt.resid[token]
     if layer > 0:
-        lines.append(
-            f"   entering layer {layer}, x has had layers 0…{layer - 1} add attention and MLP outputs:"
-        )
+        earlier = "layer 0" if layer == 1 else f"layers 0…{layer - 1}"
+        lines.append(f"   entering layer {layer}, after {earlier} added attention and MLP outputs:")
         lines.append(f"   x = {vec(x, dims)}")
     mean, var = x.mean().item(), x.var(unbiased=False).item()
     lines += [
@@ -169,9 +166,9 @@ def walkthrough(
         f"   mean = {num(mean)}, var = {num(var)}",
         f"   ln_1(x) = {vec(lt.ln_1[token], dims)}",
         f"3. Query, key and value of head {head}: its {hs} columns of c_attn's q, k and v parts",
-        f"   q = {vec(lt.q[head, token])}",
-        f"   k = {vec(lt.k[head, token])}",
-        f"   v = {vec(lt.v[head, token])}",
+        f"   q = {vec(lt.q[head, token], dims)}",
+        f"   k = {vec(lt.k[head, token], dims)}",
+        f"   v = {vec(lt.v[head, token], dims)}",
     ]
     steps, _ = attention_steps(lt.q[head, token], lt.k[head], lt.v[head], token, labels, dims)
     lines += steps
@@ -215,6 +212,15 @@ def explain_vectors(q: list[float], keys: list[list[float]], values: list[list[f
         raise UserError("give one value per key, each with the same number of entries")
     lines, _ = attention_steps(torch.tensor(q), torch.tensor(keys), torch.tensor(values))
     return "\n".join(lines)
+
+
+def _masked_line(name: list[str], position: int) -> str | None:
+    """One line for the positions after the query, or None when there are none."""
+    later = name[position + 1 :]
+    if not later:
+        return None
+    which = later[0].strip() if len(later) == 1 else f"{later[0].strip()} … {later[-1].strip()}"
+    return f"   {which}: later, so masked: score −∞, exp(−∞) = 0, weight 0"
 
 
 def _signed(x: float) -> str:
