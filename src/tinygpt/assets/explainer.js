@@ -408,7 +408,10 @@ function renderArithmetic() {
     line(`wpe[${i}] = `, vec(trace.pos_emb, i * C, C)),
     line("x = wte + wpe = ", vec(sum, 0, C)),
   );
-  if (l > 0) parts.push(line(`x entering layer ${l} (layers 0…${l - 1} added their attention and MLP) = `, vec(lt.resid, i * C, C)));
+  if (l > 0) {
+    const earlier = l === 1 ? "layer 0" : `layers 0…${l - 1}`;
+    parts.push(line(`x entering layer ${l}, after ${earlier} added attention and MLP outputs = `, vec(lt.resid, i * C, C)));
+  }
   // 2. layer norm
   let mean = 0, v = 0;
   for (let d = 0; d < C; d++) mean += lt.resid[i * C + d];
@@ -529,8 +532,8 @@ function renderCurves() {
     svgEl("text", { class: "tick", x: sx(steps[steps.length - 1]), y: 342, "text-anchor": "end" }, `step ${steps[steps.length - 1]}`),
     svgEl("polyline", { class: "train", points: path("train_loss") }),
     svgEl("polyline", { class: "val", points: path("val_loss") }),
-    svgEl("text", { class: "tick", x: 440, y: 30, "text-anchor": "end", fill: "#1f5fbf" }, `train ${rows[rows.length - 1].train_loss.toFixed(3)}`),
-    svgEl("text", { class: "tick", x: 440, y: 46, "text-anchor": "end", fill: "#e8590c" }, `val ${rows[rows.length - 1].val_loss.toFixed(3)}`),
+    svgEl("text", { class: "tick train", x: 440, y: 30, "text-anchor": "end" }, `train ${rows[rows.length - 1].train_loss.toFixed(3)}`),
+    svgEl("text", { class: "tick val", x: 440, y: 46, "text-anchor": "end" }, `val ${rows[rows.length - 1].val_loss.toFixed(3)}`),
   ];
   svg.replaceChildren(...nodes);
 }
