@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tinygpt.checkpoint import load_checkpoint
+from tinygpt import GPT, GPTConfig
+from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from tinygpt.page import write_page
 from tinygpt.trace import trace_prompt
 
@@ -88,6 +89,22 @@ def test_live_page_logits_match_pytorch(odd_checkpoint, tmp_path, open_page):
         js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
         logits, _ = model(torch.tensor([ids]))
         assert (js - logits[0].double()).abs().max().item() < 1e-4, text
+
+
+def test_page_runs_a_model_without_biases(tmp_path, open_page):
+    torch.manual_seed(0)
+    chars = list("\n ab<😀")
+    config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=2, n_head=2, n_embd=8, bias=False)
+    model = GPT(config).eval()
+    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
+    save_checkpoint({**payload, "model": model.state_dict()}, tmp_path / "bare.pt")
+    write_page(tmp_path / "bare.pt", "ab <😀\n", tmp_path / "bare.html")
+    page = open_page(tmp_path / "bare.html")
+    assert "no metrics.jsonl beside bare.pt" in page.text_content("#curves-note")
+    ids = [2, 3, 1, 4, 5, 0, 2]
+    js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
+    logits, _ = model(torch.tensor([ids]))
+    assert (js - logits[0].double()).abs().max().item() < 1e-4
 
 
 def test_clicking_a_token_shows_its_weights(odd_checkpoint, tmp_path, open_page):
