@@ -55,3 +55,18 @@ def tiny_raw(corpus: Path, out_dir: Path, **train) -> dict:
 @pytest.fixture
 def tiny_config(corpus_file: Path, tmp_path: Path):
     return from_dict(tiny_raw(corpus_file, tmp_path / "run"))
+
+
+ODD_LINES = "FOOL:\n<b>Tom & \"Jerry\"</b>\t'yes' 😀 café\n"  # markup, quotes, a tab, an emoji, an accent
+
+
+@pytest.fixture(scope="session")
+def odd_checkpoint(tmp_path_factory) -> Path:
+    """A tiny trained run (best.pt + metrics.jsonl) whose vocabulary holds characters that need escaping."""
+    from tinygpt.train import train
+
+    root = tmp_path_factory.mktemp("odd")
+    corpus = root / "corpus.txt"
+    corpus.write_text(make_corpus(300) + ("\n" + ODD_LINES) * 20, encoding="utf-8")
+    train(from_dict(tiny_raw(corpus, root / "run", max_iters=30, eval_interval=10)), progress=False)
+    return root / "run" / "best.pt"

@@ -18,6 +18,7 @@ COMMANDS = [
     ("train.py", "train"),
     ("sample.py", "sample"),
     ("inspect_checkpoint.py", "inspect"),
+    ("explain.py", "explain"),
     ("export.py", "export"),
 ]
 

@@ -1,4 +1,4 @@
-"""The command line: `tinygpt train | sample | inspect | export`, also behind scripts/*.py.
+"""The command line: `tinygpt train | sample | inspect | explain | export`, also behind scripts/*.py.
 
 Each command parses its options and calls one function of the package. A
 UserError becomes one line on stderr and exit code 2; anything else is a bug
@@ -46,7 +46,42 @@ def _sample(args: argparse.Namespace) -> None:
 def _inspect(args: argparse.Namespace) -> None:
     from tinygpt.report import describe
 
+    if args.prompt is None and (args.layer is not None or args.head is not None):
+        raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
     print(describe(args.checkpoint))
+    if args.prompt is not None:
+        from tinygpt.heatmap import inspect_prompt
+
+        print()
+        print(inspect_prompt(args.checkpoint, args.prompt, args.layer, args.head))
+
+
+def _explain(args: argparse.Namespace) -> None:
+    from tinygpt.explain import explain, explain_vectors
+
+    by_hand = [args.q, args.keys, args.values]
+    if any(x is not None for x in by_hand):
+        if any(x is None for x in by_hand):
+            raise UserError("--q, --keys and --values go together: give all three")
+        print(explain_vectors(args.q, args.keys, args.values))
+        return
+    from tinygpt.sample import latest_checkpoint
+
+    checkpoint = args.checkpoint or latest_checkpoint()
+    if args.html:
+        from tinygpt.page import write_page
+
+        print(write_page(checkpoint, args.prompt, args.html, args.layer, args.head, args.token))
+        return
+    print(explain(checkpoint, args.prompt, args.layer, args.head, args.token, args.dims))
+
+
+def _numbers(text: str) -> list[float]:
+    """'1,0.5' -> [1.0, 0.5], for vectors typed on the command line."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -106,7 +141,32 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect", help="describe a checkpoint", epilog="example: tinygpt inspect checkpoints/cpu/best.pt"
     )
     p.add_argument("checkpoint", help="a .pt file written by training")
+    p.add_argument(
+        "--prompt", help="also show each head's attention on this text, and the next-character odds"
+    )
+    p.add_argument("--layer", type=int, help="with --prompt: only this layer (default: all)")
+    p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
     p.set_defaults(func=_inspect)
+
+    p = commands.add_parser(
+        "explain",
+        help="walk one character through one attention head, every number printed; or write an HTML page",
+        epilog='example: tinygpt explain checkpoints/cpu/best.pt --prompt "ROMEO:" --layer 1 --head 2 '
+        "--token 3   |   tinygpt explain --q 1,0.5 --keys 1,0 0.5,1 1.5,1 --values 0.5,1 1,0 1.5,1",
+    )
+    p.add_argument(
+        "checkpoint", nargs="?", help="a .pt file (default: the newest best.pt under checkpoints/)"
+    )
+    p.add_argument("--prompt", default="", help="text to run through the model (default: a newline)")
+    p.add_argument("--layer", type=int, default=0, help="attention layer to follow (default 0)")
+    p.add_argument("--head", type=int, default=0, help="head of that layer (default 0)")
+    p.add_argument("--token", type=int, help="position in the prompt to follow, from 0 (default: the last)")
+    p.add_argument("--dims", type=int, help="entries of each vector to print (default: d_head)")
+    p.add_argument("--html", metavar="OUT.html", help="write the interactive explainer page here instead")
+    p.add_argument("--q", type=_numbers, metavar="Q", help="by hand, without a model: a query, e.g. 1,0.5")
+    p.add_argument("--keys", type=_numbers, nargs="+", metavar="K", help="by hand: keys, e.g. 1,0 0.5,1")
+    p.add_argument("--values", type=_numbers, nargs="+", metavar="V", help="by hand: one value per key")
+    p.set_defaults(func=_explain)
 
     p = commands.add_parser(
         "export",

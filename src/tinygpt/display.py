@@ -1,0 +1,50 @@
+"""How characters show on a terminal: a visible glyph for each, its width, and a quoted form for prose.
+
+A character-level model's vocabulary can hold anything: newlines, tabs, control
+characters, combining accents, emoji. Printed raw, these break a grid's columns
+or even steer the terminal, so every character the views print goes through here.
+"""
+
+import unicodedata
+
+NAMED_GLYPHS = {"\n": "↵", "\t": "⇥", " ": "·", "\r": "␍", "\x7f": "␡"}
+REPLACEMENT = "�"
+
+
+def glyph(char: str) -> str:
+    """One visible symbol for a character, safe to print: '\\n' → '↵', ' ' → '·', control → '␀'…'␟'."""
+    if char in NAMED_GLYPHS:
+        return NAMED_GLYPHS[char]
+    if ord(char) < 0x20:
+        return chr(0x2400 + ord(char))  # Unicode's control pictures: ␀ … ␟
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me"):
+        return "◌" + char  # a combining mark shown on a dotted circle instead of on its neighbour
+    if not char.isprintable():
+        return REPLACEMENT
+    return char
+
+
+def width(text: str) -> int:
+    """Terminal columns text takes: 2 for wide characters (CJK, most emoji), 0 for combining marks."""
+    total = 0
+    for char in text:
+        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me"):
+            continue
+        total += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return total
+
+
+def pad(text: str, columns: int) -> str:
+    """text followed by spaces up to `columns` terminal columns."""
+    return text + " " * max(0, columns - width(text))
+
+
+def quoted(char: str) -> str:
+    """A character in quotes with Python's escapes for the invisible ones: 'a', '\\n', ' ', '\\x1b'."""
+    if char == "'":
+        return '"\'"'
+    if char == "\\":
+        return "'\\\\'"
+    if char.isprintable() and not (unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me")):
+        return f"'{char}'"
+    return "'" + char.encode("unicode_escape").decode("ascii") + "'"

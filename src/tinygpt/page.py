@@ -1,0 +1,160 @@
+"""The interactive explainer page: one self-contained HTML file, built from a checkpoint and a prompt.
+
+The page (assets/explainer.html, .css, .js, inlined) shows the prompt's tokens
+with their top-5 next characters, a layer × head grid of attention heatmaps,
+the arithmetic of any clicked row, a PCA map of the character embeddings and
+the run's loss curves. For models up to LIVE_LIMIT parameters it carries the
+weights and runs the forward pass itself, so any typed prompt updates
+everything; larger models carry the one prompt's trace, computed here.
+
+Tensors travel as base64 of little-endian float32 bytes, so the page reads the
+very numbers PyTorch holds.
+"""
+
+import base64
+import html
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import torch
+
+from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.errors import UserError
+from tinygpt.model import GPT
+from tinygpt.pca import principal_components
+from tinygpt.tokenizer import CharTokenizer
+from tinygpt.trace import Trace, chosen, encode_prompt, trace_prompt
+
+LIVE_LIMIT = 2_000_000  # parameters up to which the page embeds the weights and runs the model itself
+
+
+def tensor_data(t: torch.Tensor) -> dict[str, Any]:
+    """A tensor as the page reads it: its shape and its float32 bytes in base64."""
+    flat = t.detach().to("cpu", torch.float32).flatten().clone()  # own storage, exactly numel values
+    if sys.byteorder == "big":
+        flat = flat.view(torch.uint8).view(-1, 4).flip(1).contiguous()  # each value's bytes reversed
+    raw = bytes(flat.untyped_storage())
+    return {"shape": list(t.shape), "b64": base64.b64encode(raw).decode("ascii")}
+
+
+def model_weights(model: GPT) -> dict[str, dict[str, Any]]:
+    """Every parameter by its state_dict name; the LM head is the token embedding, sent once."""
+    return {name: tensor_data(p) for name, p in model.named_parameters()}
+
+
+def trace_data(trace: Trace) -> dict[str, Any]:
+    """A prompt's trace in the same layout the page's own forward pass produces."""
+    layer_keys = ("resid", "ln_1", "q", "k", "v", "weights", "heads", "contrib", "out")
+    return {
+        "ids": trace.ids,
+        "tok_emb": tensor_data(trace.tok_emb),
+        "pos_emb": tensor_data(trace.pos_emb),
+        "layers": [{key: tensor_data(getattr(lt, key)) for key in layer_keys} for lt in trace.layers],
+        "logits": tensor_data(trace.logits),
+    }
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, float]] | None:
+    """(step, train_loss, val_loss) of each evaluation in run_dir/metrics.jsonl; None when absent.
+
+    A line that does not parse (a run killed mid-write) is skipped.
+    """
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+            rows.append({k: float(entry[k]) for k in ("step", "train_loss", "val_loss")})
+        except (ValueError, KeyError, TypeError):
+            continue
+    return rows
+
+
+def page_data(
+    checkpoint: str | Path,
+    prompt: str,
+    layer: int = 0,
+    head: int = 0,
+    token: int | None = None,
+    live_limit: int = LIVE_LIMIT,
+) -> dict[str, Any]:
+    """Everything the page shows, as JSON-ready data."""
+    path = Path(checkpoint)
+    payload = read_checkpoint(path)
+    model = model_from_payload(payload, path).eval()
+    tokenizer = CharTokenizer(payload["tokenizer"])
+    cfg = model.config
+    ids = encode_prompt(tokenizer, prompt, cfg.block_size)
+    (layer,) = chosen(layer, cfg.n_layer, "layer")
+    (head,) = chosen(head, cfg.n_head, "head")
+    token = len(ids) - 1 if token is None else token
+    if not 0 <= token < len(ids):
+        raise UserError(f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}")
+    coords, share = principal_components(model.wte.weight)
+    live = model.num_params() <= live_limit
+    metrics = read_metrics(path.parent)
+    return {
+        "checkpoint": path.name,
+        "run": path.parent.name,
+        "params": model.num_params(),
+        "live_limit": live_limit,
+        "config": {**vars(cfg), "head_size": cfg.head_size},
+        "record": {k: v for k, v in payload.get("record", {}).items() if isinstance(v, (int, float, str))},
+        "vocab": tokenizer.chars,
+        "prompt": tokenizer.decode(ids),
+        "selection": {"layer": layer, "head": head, "token": token},
+        "weights": model_weights(model) if live else None,
+        "trace": None if live else trace_data(trace_prompt(model, ids)),
+        "pca": {"coords": coords.tolist(), "share": share.tolist()},
+        "metrics": metrics,
+        "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
+    }
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The HTML file: the template with its style, script and data inlined."""
+    assets = resources.files("tinygpt") / "assets"
+    template = Template((assets / "explainer.html").read_text(encoding="utf-8"))
+    return template.substitute(
+        title=html.escape(f"tinygpt explainer · {data['run']}/{data['checkpoint']}"),
+        style=(assets / "explainer.css").read_text(encoding="utf-8"),
+        script=(assets / "explainer.js").read_text(encoding="utf-8"),
+        data=script_json(data),
+    )
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can close it or start a comment."""
+    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def write_page(
+    checkpoint: str | Path,
+    prompt: str,
+    out: str | Path,
+    layer: int = 0,
+    head: int = 0,
+    token: int | None = None,
+    live_limit: int = LIVE_LIMIT,
+) -> str:
+    """Write the page to `out`; returns a line saying what was written."""
+    data = page_data(checkpoint, prompt, layer, head, token, live_limit)
+    out = Path(out)
+    try:
+        out.write_text(render_page(data), encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot write {out}: {e.strerror}") from None
+    size = out.stat().st_size
+    how = (
+        "runs the model itself: type any prompt"
+        if data["weights"] is not None
+        else f"shows this prompt only (the model has more than {live_limit:,} parameters)"
+    )
+    return f"wrote {out} ({size / 1e6:.1f} MB, {how}); open it in a browser"

@@ -1,0 +1,122 @@
+"""The explainer page as a file: self-contained, escaped, carrying the model's own numbers."""
+
+import base64
+import json
+import re
+import shutil
+
+import pytest
+import torch
+
+from tinygpt.checkpoint import load_checkpoint
+from tinygpt.cli import main
+from tinygpt.page import page_data, read_metrics, render_page, write_page
+from tinygpt.pca import principal_components
+from tinygpt.trace import trace_prompt
+
+PROMPT = '<b>Tom & "J'
+
+
+def floats(t: dict) -> torch.Tensor:
+    """A tensor as the page carries it, read back."""
+    raw = bytearray(base64.b64decode(t["b64"]))
+    return torch.frombuffer(raw, dtype=torch.float32).view(t["shape"])
+
+
+def embedded(html: str) -> dict:
+    found = re.search(r'<script type="application/json" id="tinygpt-data">(.*?)</script>', html, re.S)
+    return json.loads(found.group(1))
+
+
+def test_page_is_one_self_contained_file(odd_checkpoint, tmp_path):
+    out = tmp_path / "page.html"
+    message = write_page(odd_checkpoint, PROMPT, out, layer=1, head=1, token=3)
+    assert "runs the model itself" in message
+    html = out.read_text(encoding="utf-8")
+    assert not re.search(
+        r"""(src|href)\s*=|<link|@import|url\(|fetch\(|XMLHttpRequest|https?://(?!www\.w3\.org/2000/svg)""",
+        html,
+    )
+    assert html.count("<script") == 2 and html.count("</script>") == 2, (
+        "the data cannot close its script element"
+    )
+    assert "<title>tinygpt explainer · run/best.pt</title>" in html
+    data = embedded(html)
+    assert data["prompt"] == PROMPT and data["selection"] == {"layer": 1, "head": 1, "token": 3}
+    assert "<" not in html[html.index('id="tinygpt-data">') + 18 : html.index("</script>")]
+
+
+def test_live_page_carries_every_weight(odd_checkpoint):
+    data = page_data(odd_checkpoint, PROMPT)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    assert data["trace"] is None and data["vocab"] == tokenizer.chars
+    for name, p in model.named_parameters():
+        assert torch.equal(floats(data["weights"][name]), p.detach())
+    assert "lm_head.weight" not in data["weights"], "the LM head is the token embedding, sent once"
+
+
+def test_large_models_carry_the_prompts_trace_instead(odd_checkpoint):
+    data = page_data(odd_checkpoint, PROMPT, live_limit=1000)
+    assert data["weights"] is None
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    trace = trace_prompt(model, tokenizer.encode(PROMPT))
+    sent = data["trace"]
+    assert sent["ids"] == trace.ids
+    assert torch.equal(floats(sent["logits"]), trace.logits)
+    for layer, lt in zip(sent["layers"], trace.layers, strict=True):
+        for key, value in layer.items():
+            assert torch.equal(floats(value), getattr(lt, key)), key
+
+
+def test_metrics_beside_the_checkpoint(odd_checkpoint, tmp_path):
+    rows = read_metrics(odd_checkpoint.parent)
+    assert [r["step"] for r in rows] == [0, 10, 20, 30]
+    assert rows[-1]["val_loss"] < rows[0]["val_loss"]
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(odd_checkpoint, lone / "model.pt")
+    data = page_data(lone / "model.pt", "KING")
+    assert data["metrics"] is None and data["metrics_note"] == "no metrics.jsonl beside model.pt"
+    (lone / "metrics.jsonl").write_text('{"step": 5, "train_loss": 2.5, "val_loss": 2.6}\n{"step": 10, "tra')
+    assert read_metrics(lone) == [{"step": 5.0, "train_loss": 2.5, "val_loss": 2.6}], (
+        "a torn last line is skipped"
+    )
+
+
+def test_pca_finds_the_main_directions():
+    torch.manual_seed(0)
+    t = torch.linspace(-1, 1, 20)
+    x = torch.stack([3 * t, -3 * t, 0.1 * torch.randn(20), torch.zeros(20)], dim=1)  # (20, 4): mostly a line
+    coords, share = principal_components(x)
+    assert share[0] > 0.99 and share.sum() <= 1.0 + 1e-6
+    expected = (x - x.mean(0)) @ torch.tensor([1.0, -1.0, 0, 0]) / 2**0.5
+    assert torch.allclose(coords[:, 0].abs(), expected.abs(), atol=0.05)
+    one, share_one = principal_components(torch.randn(1, 4))  # a single character: nothing to spread
+    assert one.shape == (1, 2) and share_one.tolist() == [0.0, 0.0]
+
+
+def test_render_page_escapes_the_title():
+    data = {"run": "<x>", "checkpoint": "a&b.pt", "prompt": "</script>"}
+    html = render_page(data)
+    assert "<title>tinygpt explainer · &lt;x&gt;/a&amp;b.pt</title>" in html
+    assert embedded(html) == data
+
+
+def test_explain_html_from_the_command_line(odd_checkpoint, tmp_path, capsys):
+    out = tmp_path / "p.html"
+    assert main(["explain", str(odd_checkpoint), "--prompt", "KING", "--html", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out} (")
+    assert embedded(out.read_text(encoding="utf-8"))["prompt"] == "KING"
+    assert (
+        main(["explain", str(odd_checkpoint), "--prompt", "KING", "--html", str(tmp_path / "no" / "p.html")])
+        == 2
+    )
+    assert "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("token", [-1, 4])
+def test_page_checks_the_token(odd_checkpoint, token):
+    from tinygpt.errors import UserError
+
+    with pytest.raises(UserError, match="outside the prompt"):
+        page_data(odd_checkpoint, "KING", token=token)

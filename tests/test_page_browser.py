@@ -1,0 +1,163 @@
+"""The explainer page in a real browser: headless Chromium (the system's, never a downloaded one)."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from tinygpt import GPT, GPTConfig
+from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from tinygpt.page import write_page
+from tinygpt.trace import trace_prompt
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PROMPT = 'FOOL:\n<b>Tom & "'  # 15 characters of the 16 the model reads
+LAYER, HEAD = 1, 0
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Chromium: .ci/run installs Debian's chromium package")
+        pytest.skip("no Chromium on this machine (apt-get install chromium) to drive the page in")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+        context = p.chromium.launch_persistent_context(
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 1400},
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def open_page(browser):
+    """Open a page file; afterwards, fail on anything it logged as an error."""
+    pages, errors = [], []
+
+    def load(path: Path):
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri())
+        pages.append(page)
+        return page
+
+    yield load
+    for page in pages:
+        page.close()
+    assert errors == [], "the page logged errors"
+
+
+def shown_weights(page) -> list[float]:
+    return [float(x) for x in page.locator("#arith td.w").all_text_contents()]
+
+
+def model_vocab(checkpoint: Path) -> list[str]:
+    return load_checkpoint(checkpoint)[1].chars
+
+
+def python_weights(checkpoint: Path, prompt: str, token: int) -> list[float]:
+    model, tokenizer, _ = load_checkpoint(checkpoint)
+    return trace_prompt(model, tokenizer.encode(prompt)).layers[LAYER].weights[HEAD, token].tolist()
+
+
+def test_live_page_logits_match_pytorch(odd_checkpoint, tmp_path, open_page):
+    out = tmp_path / "live.html"
+    write_page(odd_checkpoint, PROMPT, out, LAYER, HEAD)
+    page = open_page(out)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    for text in (PROMPT, "KING:\nTh", "😀 café\t'yes'"):
+        ids = tokenizer.encode(text)
+        js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
+        logits, _ = model(torch.tensor([ids]))
+        assert (js - logits[0].double()).abs().max().item() < 1e-4, text
+
+
+def test_page_runs_a_model_without_biases(tmp_path, open_page):
+    torch.manual_seed(0)
+    chars = list("\n ab<😀")
+    config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=2, n_head=2, n_embd=8, bias=False)
+    model = GPT(config).eval()
+    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
+    save_checkpoint({**payload, "model": model.state_dict()}, tmp_path / "bare.pt")
+    write_page(tmp_path / "bare.pt", "ab <😀\n", tmp_path / "bare.html")
+    page = open_page(tmp_path / "bare.html")
+    assert "no metrics.jsonl beside bare.pt" in page.text_content("#curves-note")
+    ids = [2, 3, 1, 4, 5, 0, 2]
+    js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
+    logits, _ = model(torch.tensor([ids]))
+    assert (js - logits[0].double()).abs().max().item() < 1e-4
+
+
+def test_clicking_a_token_shows_its_weights(odd_checkpoint, tmp_path, open_page):
+    out = tmp_path / "live.html"
+    write_page(odd_checkpoint, PROMPT, out, LAYER, HEAD)
+    page = open_page(out)
+    assert page.locator("#tokens .tok").all_text_contents() == list('FOOL:↵<b>Tom·&·"')
+    page.click('#tokens .tok[data-pos="8"]')
+    assert 'Position 8, ">", through layer 1, head 0.' in page.text_content("#arith .lead")
+    assert shown_weights(page) == pytest.approx(python_weights(odd_checkpoint, PROMPT, 8), abs=6e-5)
+    # hovering a heatmap cell shows its weight
+    canvas = page.locator(f'#grid canvas[data-layer="{LAYER}"][data-head="{HEAD}"]')
+    cell = canvas.bounding_box()["width"] / len(PROMPT)
+    canvas.hover(position={"x": 2.5 * cell, "y": 8.5 * cell})
+    tip = page.text_content("#tooltip")
+    assert 'query 8 ">" → key 2 "O"' in tip
+    weight = python_weights(odd_checkpoint, PROMPT, 8)[2]
+    assert tip.endswith(f"weight {weight:.4f}")
+    # clicking a row of another head selects it
+    page.locator('#grid canvas[data-layer="0"][data-head="1"]').click(
+        position={"x": cell / 2, "y": 3.5 * cell}
+    )
+    assert 'Position 3, "L", through layer 0, head 1.' in page.text_content("#arith .lead")
+    page.screenshot(path=str(tmp_path / "explainer.png"), full_page=True)
+    assert (tmp_path / "explainer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_typing_a_prompt_updates_everything(odd_checkpoint, tmp_path, open_page):
+    out = tmp_path / "live.html"
+    write_page(odd_checkpoint, PROMPT, out, LAYER, HEAD)
+    page = open_page(out)
+    page.fill("#prompt-input", "QUEEN:\nthe 😀")
+    assert page.locator("#tokens .tok").count() == 12
+    assert "Position 11" in page.text_content("#arith .lead"), "the last character stays selected"
+    assert shown_weights(page) == pytest.approx(
+        python_weights(odd_checkpoint, "QUEEN:\nthe 😀", 11), abs=6e-5
+    )
+    page.fill("#prompt-input", "the €")
+    assert 'Not in the model\'s vocabulary: "€"' in page.text_content("#prompt-note")
+    assert page.locator("#tokens .tok").count() == 12, "an unreadable prompt leaves the last one shown"
+
+
+def test_large_model_page_shows_the_python_trace(odd_checkpoint, tmp_path, open_page):
+    out = tmp_path / "static.html"
+    write_page(odd_checkpoint, PROMPT, out, LAYER, HEAD, token=5, live_limit=1000)
+    page = open_page(out)
+    assert page.is_hidden("#prompt-input")
+    assert "more than the 1,000 this page runs itself" in page.text_content("#prompt-note")
+    assert "Position 5" in page.text_content("#arith .lead")
+    page.click('#tokens .tok[data-pos="12"]')
+    expected = python_weights(odd_checkpoint, PROMPT, 12)
+    assert page.locator("#arith td.w").all_text_contents() == [f"{w:.4f}" for w in expected]
+    assert page.evaluate("tinygpt.logits") is None, "no weights, no forward pass"
+    assert page.is_visible("#curves") and page.locator("#pca text.char").count() == len(
+        model_vocab(odd_checkpoint)
+    )
