@@ -1,7 +1,7 @@
 """Ctrl-C and SIGTERM during training: finish the step, save last.pt, stop with 130 or 143.
 
-Signals are real (signal.raise_signal), raised from inside the training step
-chosen by patching lr_at, which the loop calls once at the start of each step.
+Signals are real (signal.raise_signal), sent from inside the training loop at
+the end of a chosen step.
 """
 
 import signal
@@ -21,6 +21,7 @@ from tinygpt.config import from_dict
 from tinygpt.interrupt import Interrupted, StopRequest
 from tinygpt.metrics import read_metrics
 from tinygpt.train import train
+from tinygpt.watch import LossWatch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,16 +29,19 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 def signal_during_step(monkeypatch, step: int, signum: int = signal.SIGINT, times: int = 1) -> None:
-    """Send `times` signals while the loop works on step `step` (counting from 1)."""
-    real = train_module.lr_at
+    """Send `times` signals as the loop finishes step `step` (counting from 1).
 
-    def lr_at(s, t):
-        if s == step - 1:  # the loop asks for step s + 1's learning rate as that step begins
+    They come from LossWatch.add, which the loop calls once at the end of every training step.
+    """
+    real = LossWatch.add
+
+    def add(self, done: int, loss) -> None:
+        real(self, done, loss)
+        if done == step:
             for _ in range(times):
                 signal.raise_signal(signum)
-        return real(s, t)
 
-    monkeypatch.setattr(train_module, "lr_at", lr_at)
+    monkeypatch.setattr(LossWatch, "add", add)
 
 
 def test_stop_request_sets_a_flag_then_stops_at_once_and_restores_handlers():
