@@ -82,3 +82,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def ctrl_c_handled():
+    """SIGINT handled as in an interactive Python, for this process and the processes it starts.
+
+    A test run started in the background by a script inherits an ignored SIGINT,
+    which training (rightly) keeps ignoring and which children would inherit.
+    """
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

@@ -76,7 +76,7 @@ def evaluated_steps(run: Path) -> list[int]:
     return [m["step"] for m in read_metrics(run / "metrics.jsonl")]
 
 
-@pytest.mark.usefixtures("one_thread")
+@pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 def test_killed_mid_save_then_resumed_interrupted_and_resumed(tmp_path, corpus_file, monkeypatch, capsys):
     run = tmp_path / "run"
     config = tmp_path / "c.yaml"

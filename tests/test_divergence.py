@@ -15,7 +15,7 @@ from tinygpt.model import GPT
 from tinygpt.train import train
 from tinygpt.watch import LossWatch
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 
 
 def test_loss_watch_names_the_first_non_finite_step_since_the_last_check():

@@ -23,7 +23,7 @@ from tinygpt.metrics import read_metrics
 from tinygpt.train import train
 from tinygpt.watch import LossWatch
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
@@ -58,6 +58,17 @@ def test_stop_request_sets_a_flag_then_stops_at_once_and_restores_handlers():
         assert second.value.exit_code == 130
     assert signal.getsignal(signal.SIGTERM) is before
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_the_process_was_started_to_ignore_stays_ignored():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for `python scripts/train.py … &` in a script
+    with StopRequest() as stop:
+        stop.arm()
+        signal.raise_signal(signal.SIGINT)
+        assert not stop.requested
+        signal.raise_signal(signal.SIGTERM)  # the other one still stops the run
+        assert stop.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 # ------------------------------------------------------------------ exact resume

@@ -33,8 +33,10 @@ class Interrupted(KeyboardInterrupt):
 class StopRequest:
     """Catches SIGINT and SIGTERM while active (a context manager); `requested` says one came.
 
-    The previous handlers are restored on exit. Outside the main thread, where
-    Python cannot install handlers, it changes nothing.
+    The previous handlers are restored on exit. A signal the process was started
+    to ignore (as a shell does for `cmd &` in a script) stays ignored, as Python
+    itself leaves it. Outside the main thread, where Python cannot install
+    handlers, it changes nothing.
     """
 
     def __init__(self) -> None:
@@ -44,7 +46,8 @@ class StopRequest:
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+            wanted = [s for s in SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+            self._previous = {s: signal.signal(s, self._handle) for s in wanted}
         return self
 
     def __exit__(self, *exc: object) -> None:
