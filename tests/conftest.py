@@ -70,3 +70,29 @@ def odd_checkpoint(tmp_path_factory) -> Path:
     corpus.write_text(make_corpus(300) + ("\n" + ODD_LINES) * 20, encoding="utf-8")
     train(from_dict(tiny_raw(corpus, root / "run", max_iters=30, eval_interval=10)), progress=False)
     return root / "run" / "best.pt"
+
+
+@pytest.fixture
+def one_thread():
+    """Run torch on one thread: for these tiny models extra threads only wait on each other,
+    and on a busy machine they slow training down several times over."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def ctrl_c_handled():
+    """SIGINT handled as in an interactive Python, for this process and the processes it starts.
+
+    A test run started in the background by a script inherits an ignored SIGINT,
+    which training (rightly) keeps ignoring and which children would inherit.
+    """
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

@@ -1,10 +1,12 @@
+import errno
+import io
 import os
 import pickle
 
 import pytest
 import torch
 
-from tinygpt import GPT, CharTokenizer, GPTConfig, load_checkpoint
+from tinygpt import GPT, CharTokenizer, GPTConfig, checkpoint, load_checkpoint
 from tinygpt.checkpoint import FORMAT_VERSION, read_checkpoint, save_checkpoint
 from tinygpt.errors import UserError
 
@@ -33,20 +35,29 @@ def test_round_trip(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p != "m.pt"]  # no temporary file left
 
 
-def test_a_failed_save_leaves_the_old_file_intact(tmp_path, monkeypatch):
+class FillsUp(io.FileIO):
+    """A file on a disk that fills up after `room` bytes."""
+
+    room = 1000
+
+    def write(self, data) -> int:
+        if self.tell() + len(data) > self.room:
+            super().write(bytes(data)[: self.room - self.tell()])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(data)
+
+
+def test_a_save_that_fills_the_disk_half_way_leaves_the_old_file_intact(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
     save_checkpoint(payload(GPT(CONFIG)), path)
     before = path.read_bytes()
-
-    def fail_half_way(obj, f):
-        f.write(b"PK\x03\x04 half a checkpoint")
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(torch, "save", fail_half_way)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(checkpoint, "open", FillsUp, raising=False)  # the module's open() only
+    with pytest.raises(
+        UserError, match=r"cannot save checkpoint .*last.pt: No space left on device; the prev"
+    ):
         save_checkpoint(payload(GPT(CONFIG)), path)
     assert path.read_bytes() == before
-    assert os.listdir(tmp_path) == ["last.pt"]
+    assert os.listdir(tmp_path) == ["last.pt"]  # the half-written temporary file is gone
 
 
 class RunsCode:

@@ -1,10 +1,11 @@
-"""The scripts end to end, as a user runs them: real processes, exit codes, stderr."""
+"""The scripts end to end, as a user runs them: real processes, exit codes, stderr.
+
+Bad input of every kind is in test_errors_cli.py, one case per row of the README's table.
+"""
 
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,26 +51,3 @@ def test_train_sample_inspect(tmp_path, corpus_file):
     )
     assert_user_error(script("train.py", "--config", str(config)), "already holds a run")
     assert_user_error(script("sample.py", "--checkpoint", str(best), "--prompt", "ZZZ"), "'Z'")
-
-
-@pytest.mark.parametrize(
-    "yaml_text, message",
-    [
-        ("train: {lerning_rate: 0.1}", "did you mean 'train.learning_rate'"),
-        ("model: {n_embd: 100, n_head: 3}", "not divisible"),
-        ("model: {n_layer: 2\n", "not valid YAML at line"),
-        ("data: {corpus: /no/such/file.txt}", "does not exist"),
-    ],
-)
-def test_train_user_errors(tmp_path, yaml_text, message):
-    config = tmp_path / "bad.yaml"
-    config.write_text(yaml_text)
-    assert_user_error(script("train.py", "--config", str(config)), message)
-
-
-def test_damaged_checkpoint_and_missing_file(tmp_path):
-    bad = tmp_path / "bad.pt"
-    bad.write_bytes(b"PK\x03\x04" + b"\x00" * 50)
-    assert_user_error(script("inspect_checkpoint.py", str(bad)), "truncated or corrupted")
-    assert_user_error(script("sample.py", "--checkpoint", str(tmp_path / "no.pt")), "does not exist")
-    assert_user_error(script("train.py", "--config", str(tmp_path / "no.yaml")), "does not exist")

@@ -11,6 +11,7 @@ Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it
     optimizer, rng   (last.pt only) AdamW state and every random generator's state, for --resume
 """
 
+import io
 import os
 import pickle
 from pathlib import Path
@@ -31,16 +32,27 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
 
     The bytes go to a temporary file in the same directory, are flushed and
     fsync'ed, and the file is renamed over path (atomic on POSIX); a crash at
-    any moment leaves the previous checkpoint intact.
+    any moment leaves the previous checkpoint intact. A failed write (a full
+    disk, say) becomes a UserError that says so.
     """
     path = Path(path)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    data = io.BytesIO()
+    # serialised in memory first: torch.save reports a failing file as an opaque RuntimeError,
+    # a plain write reports it as the OSError it is (ENOSPC: "No space left on device")
+    torch.save(payload, data)
     try:
         with open(partial, "wb") as f:
-            torch.save(payload, f)
+            f.write(data.getbuffer())
             f.flush()
             os.fsync(f.fileno())
         os.replace(partial, path)
+    except OSError as e:
+        partial.unlink(missing_ok=True)
+        raise UserError(
+            f"cannot save checkpoint {path}: {e.strerror or e}; the previous {path.name}, if any, "
+            "is intact; free some space (or fix the directory) and try again"
+        ) from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise

@@ -6,24 +6,49 @@ and shows its traceback.
 """
 
 import argparse
+import os
+import shlex
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from tinygpt.errors import UserError
 
 
-def _train(args: argparse.Namespace) -> None:
+def _train(args: argparse.Namespace) -> int:
     from tinygpt.config import load_config
+
+    config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
     from tinygpt.distributed import is_main_process
+    from tinygpt.interrupt import Interrupted
     from tinygpt.train import train
 
-    config = load_config(args.config, args.set)
-    record = train(config, resume=args.resume, progress=not args.quiet)
+    try:
+        record = train(config, resume=args.resume, progress=not args.quiet)
+    except Interrupted as e:
+        if is_main_process():
+            print(e, file=sys.stderr)
+            if (Path(config.out_dir) / "last.pt").is_file():
+                print(f"to resume: {resume_command(config.out_dir)}", file=sys.stderr)
+        return e.exit_code
     if is_main_process():  # under torchrun, once for the job
         print(
             f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
             f"checkpoints in {config.out_dir}"
         )
+    return 0
+
+
+def resume_command(out_dir: str) -> str:
+    """The command that continues the run in out_dir, from its own resolved config.yaml."""
+    script = sys.argv[0]
+    if Path(script).name != "train.py":
+        program = "tinygpt train"
+    elif os.environ.get("WORLD_SIZE", "1") != "1":  # started by torchrun, whose options we cannot see
+        program = f"torchrun <its options as before> {shlex.quote(script)}"
+    else:
+        program = f"python {shlex.quote(script)}"
+    return f"{program} --config {shlex.quote(str(Path(out_dir) / 'config.yaml'))} --resume"
 
 
 def _sample(args: argparse.Namespace) -> None:
@@ -193,16 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     return run(args.func, args)
 
 
-def run(func: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> int:
+def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     try:
-        func(args)
+        return func(args) or 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

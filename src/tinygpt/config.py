@@ -169,6 +169,10 @@ def _read_yaml(path: Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise UserError(f"config file {path} is not valid YAML{where}: {problem}") from None
+    except ValueError as e:  # YAML reads 2001-02-30 as a date, and no such date exists
+        raise UserError(f"config file {path} holds a value YAML cannot read: {e}; quote it") from None
+    except RecursionError:
+        raise UserError(f"config file {path} is nested too deeply to read") from None
 
 
 def _apply_override(raw: Any, override: str) -> None:
@@ -177,7 +181,7 @@ def _apply_override(raw: Any, override: str) -> None:
         raise UserError(f"--set {override!r}: write it as section.key=value, e.g. --set train.max_iters=200")
     try:
         value = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, RecursionError):  # not YAML: keep it as the text it is
         value = text
     parts = key.strip().split(".")
     if not isinstance(raw, dict):
@@ -209,7 +213,7 @@ def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
         return
     close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
     hint = f"did you mean '{prefix}{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
-    raise UserError(f"{source}: unknown key '{prefix}{key}'; {hint}")
+    raise UserError(f"{source}: unknown key {prefix + str(key)!r}; {hint}")  # !r: quoted, escaped
 
 
 def _check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> Any:
@@ -251,9 +255,13 @@ def _as_float(value: Any) -> float | None:
             value = float(value)
         except ValueError:
             return None
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _in_range(value: Any, meta: Any) -> bool:

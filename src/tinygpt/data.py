@@ -85,7 +85,7 @@ def _write_cache(cache: Path, payload: dict) -> None:
     try:
         torch.save(payload, partial)
         os.replace(partial, cache)
-    except OSError:
+    except (OSError, RuntimeError):  # torch.save reports a full disk as a RuntimeError
         partial.unlink(missing_ok=True)
 
 

@@ -75,6 +75,12 @@ class Ranks:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
 
+    def max(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor's largest value over all ranks, elementwise (in place; every rank gets it)."""
+        if self.distributed:
+            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tensor
+
     def gather(self, obj: Any) -> list[Any] | None:
         """Every rank's obj, by rank, on rank 0 (None elsewhere). Every rank must call it."""
         if not self.distributed:

@@ -5,12 +5,12 @@ iteration, evaluating and checkpointing every eval_interval steps and always
 at the last step.
 """
 
-import json
 import math
+import signal
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import yaml
@@ -21,7 +21,11 @@ from tinygpt.config import RunConfig, TrainSection
 from tinygpt.data import Batches, Corpus, load_corpus
 from tinygpt.distributed import ONE_PROCESS, Ranks, process_group
 from tinygpt.errors import UserError
+from tinygpt.interrupt import Interrupted, StopRequest
+from tinygpt.lock import RunLock
+from tinygpt.metrics import append_metrics, rewind_metrics
 from tinygpt.model import GPT, GPTConfig
+from tinygpt.watch import LossWatch
 
 
 def pick_device(name: str) -> torch.device:
@@ -113,13 +117,23 @@ def estimate_loss(
 
 
 class RunDirectory:
-    """checkpoints/<run>/: config.yaml, metrics.jsonl, last.pt, best.pt."""
+    """checkpoints/<run>/: config.yaml, metrics.jsonl, last.pt, best.pt, and a lock while in use.
+
+    A context manager: the lock taken by `prepare` is released on leaving, however the run ends.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.last = self.path / "last.pt"
         self.best = self.path / "best.pt"
         self.metrics = self.path / "metrics.jsonl"
+        self.lock = RunLock(self.path)
+
+    def __enter__(self) -> "RunDirectory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
 
     def prepare(self, config: RunConfig, resume: bool, write: bool = True) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -133,32 +147,49 @@ class RunDirectory:
                 f"{self.path} already holds a run; add --resume to continue it, or start a "
                 f"new one elsewhere with --set out_dir=checkpoints/<new name>"
             )
-        if not write:  # another process (rank 0) writes the run directory
+        if not write:  # another process (rank 0) locks and writes the run directory
             return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()  # before anything in the directory changes
             (self.path / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+            if not resume:  # what a run that died before its first checkpoint logged
+                self.metrics.unlink(missing_ok=True)
+            for partial in self.path.glob(".*.partial"):  # left by a save that was killed (we hold the lock)
+                partial.unlink()
         except OSError as e:
             raise UserError(
                 f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
             ) from None
 
+    def rewind_metrics(self, step: int) -> None:
+        """Forget what a run that died after last.pt logged beyond it: the resumed run logs it again."""
+        rewind_metrics(self.metrics, step)
+
     def log(self, entry: dict[str, Any]) -> None:
-        with open(self.metrics, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+        append_metrics(self.metrics, entry)
 
 
 def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train as config says; returns the training record (also saved in the checkpoints).
 
     Started by torchrun, each process trains one replica with DistributedDataParallel
-    (see tinygpt.distributed); started plainly, it is one process.
+    (see tinygpt.distributed); started plainly, it is one process. The run directory
+    is locked for the whole run (by rank 0, which writes it). The first Ctrl-C or
+    SIGTERM stops the run at the end of a step with last.pt saved, by raising
+    `Interrupted` (see tinygpt.interrupt).
     """
-    with process_group(pick_device(config.train.device)) as ranks:
-        return _train(config, resume, progress, ranks)
+    with (
+        process_group(pick_device(config.train.device)) as ranks,
+        RunDirectory(config.out_dir) as run,
+        StopRequest() as stop,
+    ):
+        return _train(config, resume, progress, ranks, run, stop)
 
 
-def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dict[str, Any]:
+def _train(
+    config: RunConfig, resume: bool, progress: bool, ranks: Ranks, run: RunDirectory, stop: StopRequest
+) -> dict[str, Any]:
     # ---------------------------------------------------------------- set-up
     t = config.train
     device = ranks.device
@@ -167,7 +198,6 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
         torch.backends.cudnn.allow_tf32 = True
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
-    run = RunDirectory(config.out_dir)
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
     run.prepare(config, resume, write=ranks.is_main)
 
@@ -205,14 +235,21 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
         if ranks.rank < len(rng_states):  # a rank the saved run did not have starts its own stream
             _restore_rng(rng_states[ranks.rank], generator, device)
         state.update({k: saved["record"][k] for k in state})
+        if ranks.is_main:
+            run.rewind_metrics(state["step"])
     tokens_per_step = global_batch(t, ranks) * model_config.block_size
     if ranks.is_main:
         _print_summary(model, corpus, device, t, run, state["step"], ranks)
+
+    last_saved = state["step"] if saved is not None else None  # the step last.pt holds
 
     def checkpoint(path: Path, with_state: bool) -> None:
         rng_states = ranks.gather(_rng_state(generator, device)) if with_state else None  # all ranks
         if not ranks.is_main:
             return
+        # a step can ruin the weights while its own loss is finite (an infinite gradient): never save them
+        if not torch.stack([p.isfinite().all() for p in model.parameters()]).all():
+            stop_diverged(f"the weights are no longer finite at step {state['step']}")
         payload = {
             "format_version": FORMAT_VERSION,
             "model_config": vars(model_config),
@@ -228,8 +265,30 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
                 payload["rank_rng"] = rng_states
         save_checkpoint(payload, path)
 
+    def stop_diverged(what: str) -> NoReturn:
+        bar.close()
+        kept = (
+            f"{run.last} still holds step {last_saved}, to --resume from"
+            if last_saved is not None
+            else "no checkpoint had been saved yet"
+        )
+        clip = f"lower train.grad_clip (now {t.grad_clip:g})" if t.grad_clip > 0 else "set train.grad_clip"
+        lr = f"lower train.learning_rate (now {t.learning_rate:g})"
+        raise UserError(f"training diverged: {what}; {lr} or {clip}; {kept}")
+
+    def stop_if_diverged(step: int) -> None:
+        found = watch.check(step)
+        if found:
+            stop_diverged(f"the loss was {found[1]} at step {found[0]}")
+
     # ---------------------------------------------------------------- loop
     start_step = state["step"]
+    if start_step > t.max_iters:
+        raise UserError(
+            f"--resume: {run.last} is at step {start_step}, past train.max_iters = {t.max_iters}; "
+            f"set train.max_iters above {start_step} to train on"
+        )
+    watch = LossWatch(t.log_interval, device, last_checked=start_step)
     bar = tqdm(
         total=t.max_iters,
         initial=start_step,
@@ -240,11 +299,15 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
     started = time.perf_counter() - state["wall_time_s"]
     interval_start, interval_steps = time.perf_counter(), 0
     step = start_step
+    stop.arm()
     while True:
         last_step = step == t.max_iters
         evaluated_already = resume and step == start_step  # the checkpoint we resumed from
         if (step % t.eval_interval == 0 or last_step) and not evaluated_already:
+            stop_if_diverged(step)
             losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast, ranks)
+            if not all(math.isfinite(v) for v in losses.values()):
+                stop_diverged(f"the evaluation at step {step} gave losses {losses}")
             state.update(
                 step=step,
                 train_loss=losses["train"],
@@ -271,10 +334,21 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
                 )
             if step > start_step:
                 checkpoint(run.last, with_state=True)
+                last_saved = step
                 if improved:
                     checkpoint(run.best, with_state=False)
         if last_step:
             break
+        signum = _agreed_stop(stop, ranks, step, t.log_interval)
+        if signum:  # Ctrl-C or SIGTERM came during the step just finished: save it and stop
+            stop_if_diverged(step)
+            if last_saved != step:
+                state["wall_time_s"] = time.perf_counter() - started
+                checkpoint(run.last, with_state=True)
+            bar.close()
+            raise Interrupted(
+                signum, f"stopped by {signal.Signals(signum).name} at step {step}; saved {run.last}"
+            )
 
         # one optimizer step over grad_accum_steps micro-batches
         lr = lr_at(step, t)
@@ -297,9 +371,11 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
         state["step"] = step
         state["tokens_seen"] += tokens_per_step
         bar.update(1)
+        watch.add(step, loss)
 
         interval_steps += 1
         if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
+            stop_if_diverged(step)
             now = time.perf_counter()
             speed = interval_steps * tokens_per_step / (now - interval_start)
             bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
@@ -307,6 +383,21 @@ def _train(config: RunConfig, resume: bool, progress: bool, ranks: Ranks) -> dic
     bar.close()
     state["wall_time_s"] = time.perf_counter() - started
     return _record(state, device, t, model, ranks)
+
+
+def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:
+    """The signal to stop on at this step, the same on every rank; None to go on.
+
+    One process stops at the end of the step in which the signal came. Several
+    must stop at the same step (a checkpoint gathers from all of them), so they
+    compare notes every `every` steps, one all-reduce there and no waiting on
+    each other in between: they stop at the first such step after any was told to.
+    """
+    if not ranks.distributed:
+        return stop.signum
+    if step % every:
+        return None
+    return int(ranks.max(torch.tensor(stop.signum or 0, device=ranks.device)).item()) or None
 
 
 def _check_same_model(saved: dict, model_config: GPTConfig, path: Path) -> None:

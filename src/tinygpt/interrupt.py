@@ -1,0 +1,84 @@
+"""Stopping training cleanly on Ctrl-C (SIGINT) or SIGTERM.
+
+While the training loop runs, the first signal only asks it to stop: the loop
+finishes the step it is in, writes last.pt and raises `Interrupted`, and the
+command line exits with 128 + the signal's number, the shell's convention:
+130 for SIGINT, 143 for SIGTERM. (Under torchrun, which passes a signal on to
+every rank, the ranks stop together at the next log_interval step.) A second
+signal stops at once, and so does a signal before the loop has started (there
+is nothing to save yet); every checkpoint already written stays intact because
+saves are atomic.
+"""
+
+import os
+import signal
+import threading
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped on a signal; `exit_code` is 128 + the signal's number.
+
+    A KeyboardInterrupt, so that no `except Exception` on the way up can swallow it.
+    """
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class StopRequest:
+    """Catches SIGINT and SIGTERM while active (a context manager); `requested` says one came.
+
+    The previous handlers are restored on exit. A signal the process was started
+    to ignore (as a shell does for `cmd &` in a script) stays ignored, as Python
+    itself leaves it. Outside the main thread, where Python cannot install
+    handlers, it changes nothing.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.armed = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            wanted = [s for s in SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+            self._previous = {s: signal.signal(s, self._handle) for s in wanted}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+
+    def arm(self) -> None:
+        """From now on the first signal asks to stop after the current step, not at once."""
+        self.armed = True
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if not self.armed:
+            raise Interrupted(signum, f"stopped by {name} before training began")
+        if self.requested:
+            raise Interrupted(
+                signum, f"stopped at once by a second {name}; checkpoints saved before are intact"
+            )
+        self.signum = signum
+        # os.write to fd 2, not print: the handler may run while the progress bar is half-way
+        # through a buffered write to sys.stderr, and re-entering that buffer would raise
+        again = "Ctrl-C" if signum == signal.SIGINT else name
+        notice = (
+            f"\n{name}: saving last.pt at the end of this step, then stopping ({again} again stops at once)\n"
+        )
+        try:
+            os.write(2, notice.encode())
+        except OSError:  # no stderr to tell
+            pass

@@ -1,0 +1,65 @@
+"""One run per run directory: a live holder is refused by name, a dead one's lock is taken over."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinygpt.errors import UserError
+from tinygpt.lock import RunLock
+from tinygpt.train import train
+
+HOLD = """
+import sys, time
+from tinygpt.lock import RunLock
+RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_second_holder_is_refused_and_the_lock_goes_with_its_holder(tmp_path):
+    with RunLock(tmp_path):
+        holder = json.loads((tmp_path / "lock").read_text())
+        assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
+        message = (
+            rf"{tmp_path} is in use by another training run \(pid {os.getpid()} on {holder['host']}, started"
+        )
+        with pytest.raises(UserError, match=message):
+            RunLock(tmp_path).acquire()
+    assert not (tmp_path / "lock").exists()
+    with RunLock(tmp_path):  # free again
+        pass
+
+
+def test_the_lock_of_a_killed_process_is_stale_and_taken_over(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UserError, match=f"pid {holder.pid} on"):
+            RunLock(tmp_path).acquire()
+    finally:
+        holder.kill()  # SIGKILL: no clean-up of its own runs
+        holder.wait()
+    assert json.loads((tmp_path / "lock").read_text())["pid"] == holder.pid  # left behind
+    with RunLock(tmp_path):
+        assert json.loads((tmp_path / "lock").read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_training_refuses_a_directory_in_use_and_unlocks_on_every_exit(tiny_config):
+    run = Path(tiny_config.out_dir)
+    run.mkdir()
+    with RunLock(run):
+        with pytest.raises(UserError, match="is in use by another training run"):
+            train(tiny_config, progress=False)
+    assert list(run.iterdir()) == []  # the refused run changed nothing
+    train(tiny_config, progress=False)
+    assert not (run / "lock").exists()  # a finished run
+    with pytest.raises(UserError, match="already holds a run"):
+        train(tiny_config, progress=False)
+    assert not (run / "lock").exists()  # a refused one
