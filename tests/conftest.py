@@ -1,5 +1,6 @@
 """Shared fixtures: a small generated corpus and a config that trains on it in seconds."""
 
+import os
 import random
 from pathlib import Path
 
@@ -22,6 +23,26 @@ def make_corpus(n_lines: int = 1500, seed: int = 0) -> str:
         speech = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))
         lines.append(f"{speaker}:\n{speech.capitalize()}.\n")
     return "\n".join(lines)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scripts_run_without_numpy(tmp_path_factory):
+    """Every script a test starts in a subprocess sees no NumPy, as after `pip install tinygpt`.
+
+    tinygpt's dependencies do not include NumPy, but the test extras pull it in
+    (through transformers). A `numpy` package that fails to import, first on
+    PYTHONPATH, keeps the scripts honest: anything that quietly needs NumPy fails here.
+    """
+    shadow = tmp_path_factory.mktemp("no_numpy") / "numpy"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("NumPy is hidden from the scripts")\n')
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shadow.parent), previous]))
+    yield
+    if previous is None:
+        del os.environ["PYTHONPATH"]
+    else:
+        os.environ["PYTHONPATH"] = previous
 
 
 @pytest.fixture

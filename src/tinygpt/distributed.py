@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
@@ -81,13 +81,22 @@ class Ranks:
             dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return tensor
 
-    def gather(self, obj: Any) -> list[Any] | None:
-        """Every rank's obj, by rank, on rank 0 (None elsewhere). Every rank must call it."""
+    def gather(self, tensors: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        """Every rank's tensors, by rank (each rank must pass the same names and shapes).
+
+        For the random-generator states a checkpoint keeps per rank. Tensors go
+        through all_gather rather than gather_object, which would need NumPy.
+        """
         if not self.distributed:
-            return [obj]
-        gathered = [None] * self.world_size if self.is_main else None
-        dist.gather_object(obj, gathered, dst=0)
-        return gathered
+            return [tensors]
+        by_rank: list[dict[str, torch.Tensor]] = [{} for _ in range(self.world_size)]
+        for name, tensor in tensors.items():
+            local = tensor.to(self.device)  # nccl gathers on the GPU, gloo on the CPU
+            parts = [torch.empty_like(local) for _ in range(self.world_size)]
+            dist.all_gather(parts, local)
+            for rank, part in enumerate(parts):
+                by_rank[rank][name] = part.cpu()
+        return by_rank
 
     def in_turn(self, work: Callable[[], T]) -> T:
         """Run work on rank 0 first, then on the first rank of each other machine, then on the rest.
