@@ -10,7 +10,7 @@ import torch
 
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.cli import main
-from tinygpt.page import page_data, read_metrics, render_page, write_page
+from tinygpt.page import loss_curves, page_data, render_page, write_page
 from tinygpt.pca import principal_components
 from tinygpt.trace import trace_prompt
 
@@ -69,7 +69,7 @@ def test_large_models_carry_the_prompts_trace_instead(odd_checkpoint):
 
 
 def test_metrics_beside_the_checkpoint(odd_checkpoint, tmp_path):
-    rows = read_metrics(odd_checkpoint.parent)
+    rows = loss_curves(odd_checkpoint.parent)
     assert [r["step"] for r in rows] == [0, 10, 20, 30]
     assert rows[-1]["val_loss"] < rows[0]["val_loss"]
     lone = tmp_path / "lone"
@@ -78,7 +78,7 @@ def test_metrics_beside_the_checkpoint(odd_checkpoint, tmp_path):
     data = page_data(lone / "model.pt", "KING")
     assert data["metrics"] is None and data["metrics_note"] == "no metrics.jsonl beside model.pt"
     (lone / "metrics.jsonl").write_text('{"step": 5, "train_loss": 2.5, "val_loss": 2.6}\n{"step": 10, "tra')
-    assert read_metrics(lone) == [{"step": 5.0, "train_loss": 2.5, "val_loss": 2.6}], (
+    assert loss_curves(lone) == [{"step": 5.0, "train_loss": 2.5, "val_loss": 2.6}], (
         "a torn last line is skipped"
     )
 

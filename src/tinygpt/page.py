@@ -24,6 +24,7 @@ import torch
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.pca import principal_components
 from tinygpt.tokenizer import CharTokenizer
@@ -58,22 +59,12 @@ def trace_data(trace: Trace) -> dict[str, Any]:
     }
 
 
-def read_metrics(run_dir: Path) -> list[dict[str, float]] | None:
-    """(step, train_loss, val_loss) of each evaluation in run_dir/metrics.jsonl; None when absent.
-
-    A line that does not parse (a run killed mid-write) is skipped.
-    """
+def loss_curves(run_dir: Path) -> list[dict[str, float]] | None:
+    """(step, train_loss, val_loss) of each evaluation in run_dir/metrics.jsonl; None when absent."""
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return None
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-            rows.append({k: float(entry[k]) for k in ("step", "train_loss", "val_loss")})
-        except (ValueError, KeyError, TypeError):
-            continue
-    return rows
+    return [{k: float(entry[k]) for k in ("step", "train_loss", "val_loss")} for entry in read_metrics(path)]
 
 
 def page_data(
@@ -98,7 +89,7 @@ def page_data(
         raise UserError(f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}")
     coords, share = principal_components(model.wte.weight)
     live = model.num_params() <= live_limit
-    metrics = read_metrics(path.parent)
+    metrics = loss_curves(path.parent)
     return {
         "checkpoint": path.name,
         "run": path.parent.name,
