@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import yaml
+from torch.torch_version import TorchVersion
 from tqdm import tqdm
 
 from tinygpt.checkpoint import FORMAT_VERSION, model_from_payload, read_checkpoint, save_checkpoint
@@ -46,6 +47,13 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def prepare_device(device: torch.device) -> None:
+    """Process-wide speed settings for training on `device`."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def autocast_for(device: torch.device, dtype: str):
     """The mixed-precision context for a training dtype (float32: none)."""
     if dtype == "float32":
@@ -62,7 +70,9 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     no_decay = [p for p in params if p.dim() < 2]
     assert len(decay) + len(no_decay) == len(params), "every parameter in exactly one group"
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type == "cuda"  # one kernel for the whole update; foreach elsewhere
+    # fused: one kernel per tensor for the whole update, about 3× faster than foreach on CPU too
+    # (torch ≥ 2.4 on CPU); foreach, a few batched kernels, elsewhere
+    fused = device.type == "cuda" or (device.type == "cpu" and TorchVersion(torch.__version__) >= "2.4")
     return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
 
 
@@ -73,6 +83,38 @@ def lr_at(step: int, t: TrainSection) -> float:
     span = max(1, t.max_iters - t.warmup_iters)
     progress = min(1.0, (step - t.warmup_iters) / span)
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.learning_rate - t.min_lr)
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    batches: Batches,
+    generator: torch.Generator,
+    t: TrainSection,
+    autocast,
+    lr: float,
+) -> torch.Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the last micro-batch's loss.
+
+    The loss stays on the device: reading it (.item()) would make the host wait
+    for the device, so the loop does that only at log intervals.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    for _ in range(t.grad_accum_steps):
+        x, y = batches.sample(generator)
+        with autocast:
+            _, loss = model(x, y)
+        # the loss is a mean per micro-batch: scale so the summed gradients average them
+        scaler.scale(loss / t.grad_accum_steps).backward()
+    if t.grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
 
 
 @torch.no_grad()
@@ -134,10 +176,8 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
     # ---------------------------------------------------------------- set-up
     t = config.train
     device = pick_device(t.device)
+    prepare_device(device)
     autocast = autocast_for(device, t.dtype)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
-        torch.backends.cudnn.allow_tf32 = True
     corpus = load_corpus(config.data, config.model.block_size)
     run = RunDirectory(config.out_dir)
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
@@ -232,22 +272,8 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
         if last_step:
             break
 
-        # one optimizer step over grad_accum_steps micro-batches
         lr = lr_at(step, t)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        for _ in range(t.grad_accum_steps):
-            x, y = train_batches.sample(generator)
-            with autocast:
-                _, loss = step_model(x, y)
-            # the loss is a mean per micro-batch: scale so the summed gradients average them
-            scaler.scale(loss / t.grad_accum_steps).backward()
-        if t.grad_clip > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        loss = train_step(step_model, optimizer, scaler, train_batches, generator, t, autocast, lr)
         step += 1
         state["step"] = step
         state["tokens_seen"] += tokens_per_step
