@@ -270,8 +270,7 @@ def quality(args: argparse.Namespace) -> dict:
         for r in runs:
             if r.step >= r.max_iters:
                 continue
-            every = max(1, r.max_iters // args.evals)
-            next_eval = min(r.max_iters, (r.step // every + 1) * every)
+            next_eval = min(s for s in eval_steps(r.max_iters, args.evals) if s > r.step)
             before = r.step
             r.train_for(args.slice, next_eval, device)
             bar.update(r.step - before)
@@ -288,6 +287,11 @@ def quality(args: argparse.Namespace) -> dict:
         write_svg(result, args.plot, targets=args.target)
         print(f"plot written to {args.plot}")
     return result
+
+
+def eval_steps(max_iters: int, evals: int) -> list[int]:
+    """`evals` steps spread evenly over the run, the last one included."""
+    return sorted({max(1, round(max_iters * k / evals)) for k in range(1, evals + 1)})
 
 
 # ------------------------------------------------------------------------------------------- plot

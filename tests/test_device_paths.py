@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import tiny_raw
 
 from tinygpt import GPT, GPTConfig
@@ -91,3 +92,23 @@ def test_training_on_cuda_in_bfloat16_learns(corpus_file, tmp_path):
     raw = tiny_raw(corpus_file, tmp_path / "cuda", device="cuda", dtype="bfloat16", max_iters=40)
     record = train(from_dict(raw), progress=False)
     assert record["device"].startswith("cuda") and record["val_loss"] < 3.0
+
+
+def test_attention_under_cpu_bfloat16_autocast_runs_in_float32(monkeypatch):
+    """bfloat16 attention kernels are slow on CPU: under autocast the model attends in float32."""
+    attn = model().h[0].attn
+    x = torch.randn(2, 8, 16, requires_grad=True)
+    q, k, v = attn.c_attn(x)  # float32: the reference
+    exact = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    kernel, seen = F.scaled_dot_product_attention, []
+    monkeypatch.setattr(
+        F, "scaled_dot_product_attention", lambda q, *a, **kw: seen.append(q.dtype) or kernel(q, *a, **kw)
+    )
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = attn._fused(q.bfloat16(), k.bfloat16(), v.bfloat16(), 0.0)
+        out = attn(x)
+    assert seen == [torch.float32, torch.float32]
+    assert y.dtype == torch.bfloat16  # handed on as autocast's own kernel would
+    assert torch.allclose(y.float(), exact, atol=2e-2)
+    out.float().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()

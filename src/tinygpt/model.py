@@ -137,6 +137,12 @@ class CausalSelfAttention(nn.Module):
 
     @staticmethod
     def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
+        if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+            # torch's CPU attention kernels run several times slower in bfloat16 than in float32
+            # (AVX-512/AMX cores, torch 2.13), so under CPU autocast attention runs in float32
+            with torch.autocast("cpu", enabled=False):
+                y = CausalSelfAttention._fused(q.float(), k.float(), v.float(), dropout_p)
+            return y.to(q.dtype)
         t_query, t_key = q.size(-2), k.size(-2)
         if t_query == t_key:  # the usual case: a full causal triangle
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
