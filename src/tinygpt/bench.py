@@ -197,6 +197,7 @@ def benchmark(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Everything the module docstring lists, measured in this process on the config's device."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # other work skews CPU timings
     training = training_speed(config, steps, warmup, progress)
     model = training.pop("model")
     device = next(model.parameters()).device
@@ -213,6 +214,7 @@ def benchmark(
         "device": _device_name(device),
         "torch": str(torch.__version__),
         "threads": torch.get_num_threads(),
+        "load_average_before": load,
         "config": config.to_dict(),
         "training": training,
         "generation_tokens_per_s": generation,
@@ -238,8 +240,10 @@ def format_report(result: dict[str, Any]) -> str:
     """The benchmark as a few readable lines."""
     c, tr = result["config"], result["training"]
     m, t = c["model"], c["train"]
+    load = result["load_average_before"]
+    busy = f", load average {load:.2f} before the run" if load is not None else ""
     lines = [
-        f"device: {result['device']}, torch {result['torch']}, {result['threads']} threads",
+        f"device: {result['device']}, torch {result['torch']}, {result['threads']} threads{busy}",
         f"model: {m['n_layer']} layers, {m['n_head']} heads, {m['n_embd']} wide, block {m['block_size']}, "
         f"dropout {m['dropout']}; batch {t['batch_size']}×{t['grad_accum_steps']}, {t['dtype']}, "
         f"compile {t['compile']}",
