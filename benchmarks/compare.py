@@ -26,6 +26,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import os
 import statistics
 import sys
 import time
@@ -202,7 +203,6 @@ def speed(args: argparse.Namespace) -> dict:
         "config": args.config,
         "overrides": args.set,
         "dtype": config.train.dtype,
-        "threads": torch.get_num_threads(),
         "tokens_per_s": speeds,
         "steps_timed_each": len(step_times[run.name]),
         "ratio": speeds[run.name] / speeds[ref.name],
@@ -280,7 +280,6 @@ def quality(args: argparse.Namespace) -> dict:
     result = {
         "corpus": args.corpus,
         "val_characters": len(data.val),
-        "threads": torch.get_num_threads(),
         "runs": {r.name: {"steps": r.step, "seconds": r.seconds, "curve": r.curve} for r in runs},
     }
     if args.plot:
@@ -380,8 +379,14 @@ def main() -> None:
     p.add_argument("--plot", help="write an SVG plot here")
     p.add_argument("--json", help="also write the result to this JSON file")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]  # other work on the machine skews every timing
     result = {"speed": speed, "generate": generate, "quality": quality}[args.command](args)
-    result |= {"torch": str(torch.__version__), "command": " ".join(sys.argv)}
+    result |= {
+        "torch": str(torch.__version__),
+        "threads": torch.get_num_threads(),
+        "load_average": {"before": load_before, "after": os.getloadavg()[0]},
+        "command": " ".join(sys.argv),
+    }
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

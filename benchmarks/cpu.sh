@@ -29,7 +29,7 @@ COMPARE=(python benchmarks/compare.py)
 
   echo "== 2. training speed side by side, the shakespeare_char size (bfloat16, dropout 0.2)"
   "${COMPARE[@]}" speed --nanogpt "$NANOGPT" --config configs/shakespeare_char.yaml --set "data.corpus=$TS" \
-    --rounds 5 --steps-per-round 1 --warmup 1 --json "$R/speed_shakespeare_char.json"
+    --rounds 10 --steps-per-round 2 --warmup 1 --json "$R/speed_shakespeare_char.json"
 
   echo "== 3. torch.compile at the recipe size (speed side by side, then compile time)"
   "${COMPARE[@]}" speed --nanogpt "$NANOGPT" --config benchmarks/configs/nanogpt_cpu.yaml \

@@ -30,6 +30,7 @@ import os
 import platform
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -121,7 +122,7 @@ class PeakMemory:
         if self.device.type == "cuda":
             return torch.cuda.max_memory_allocated(self.device)
         if os.path.exists("/proc/self/status"):
-            for line in open("/proc/self/status"):
+            for line in Path("/proc/self/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
         import resource  # elsewhere: the lifetime peak (kilobytes on Linux, bytes on macOS)
@@ -230,7 +231,7 @@ def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     if os.path.exists("/proc/cpuinfo"):
-        for line in open("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs)"
     return f"{platform.processor() or platform.machine()} ({os.cpu_count()} CPUs)"
