@@ -1,4 +1,4 @@
-"""The command line: `tinygpt train | sample | inspect | explain | export`, also behind scripts/*.py.
+"""The command line: `tinygpt train | sample | inspect | explain | export | bench`, also behind scripts/*.py.
 
 Each command parses its options and calls one function of the package. A
 UserError becomes one line on stderr and exit code 2; anything else is a bug
@@ -115,6 +115,19 @@ def _export(args: argparse.Namespace) -> None:
     print(export(args.checkpoint, args.out_dir, args.format))
 
 
+def _bench(args: argparse.Namespace) -> None:
+    import json
+
+    from tinygpt.bench import benchmark, format_report
+    from tinygpt.config import load_config
+
+    if args.steps < 1 or args.warmup < 0 or any(n < 1 for n in args.lengths):
+        raise UserError("--steps and every --lengths value must be at least 1, --warmup at least 0")
+    config = load_config(args.config, args.set)
+    result = benchmark(config, args.steps, args.warmup, args.lengths, progress=not args.quiet)
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinygpt", description="A small, transparent character-level GPT.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -210,6 +223,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="hf: a transformers GPT-2 directory; safetensors: bare weights + JSON (default hf)",
     )
     p.set_defaults(func=_export)
+
+    p = commands.add_parser(
+        "bench",
+        help="measure training and generation speed, memory and MFU for a config",
+        epilog="example: tinygpt bench --config configs/cpu.yaml --json",
+    )
+    p.add_argument("--config", required=True, help="YAML config file, e.g. configs/cpu.yaml")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value"
+    )
+    p.add_argument("--steps", type=int, default=30, help="timed training steps (default 30)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed training steps first (default 5)")
+    p.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=[100, 500, 2000],
+        help="new tokens per generation run (default 100 500 2000)",
+    )
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_bench)
     return parser
 
 

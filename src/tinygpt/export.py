@@ -3,18 +3,17 @@
 `hf` writes a directory that `transformers.GPT2LMHeadModel.from_pretrained` and
 `AutoTokenizer.from_pretrained` load:
 
-    config.json, generation_config.json   GPT2Config: sizes, tanh GELU, layer norm eps 1e-5, tied head
+    config.json, generation_config.json   GPT2Config: sizes, exact GELU, layer norm eps 1e-5, tied head
     model.safetensors                      the weights under GPT-2's names
     tokenizer.json, tokenizer_config.json  one token per character: the checkpoint's vocabulary, same ids
     README.md                              where the model came from and how to use it
 
-tinygpt is GPT-2's architecture, so the export is exact: the same names, the
-tanh-approximated GELU, learned absolute positions, pre-norm blocks, the LM
-head tied to the token embedding. The GELU is named "gelu_pytorch_tanh":
-GPT-2's "gelu_new" is the same function written out in Python, which rounds
-differently (about 1e-5 on the logits of a 6-layer model); "gelu_pytorch_tanh"
-calls the very kernel tinygpt calls, and the logits agree to the last bit
-under transformers' default (sdpa) attention. Two layouts differ and are
+tinygpt is GPT-2's architecture, so the export is exact: the same names,
+learned absolute positions, pre-norm blocks, the LM head tied to the token
+embedding. One choice differs from GPT-2 and is named in the config: tinygpt's
+MLP uses the exact GELU, x·Φ(x) (GPT-2 used its tanh approximation), which
+transformers calls "gelu" and computes with the very kernel tinygpt calls.
+Two layouts differ and are
 converted: GPT-2's linear layers are Conv1D modules whose weight is (in, out),
 nn.Linear's transposed; and GPT-2 always has biases, so a model trained with
 bias=False gets zero biases, which compute exactly what no bias computes.
@@ -121,7 +120,7 @@ def gpt2_config(config: GPTConfig):
         n_layer=config.n_layer,
         n_head=config.n_head,
         n_inner=4 * config.n_embd,
-        activation_function="gelu_pytorch_tanh",  # nn.GELU(approximate="tanh"), as tinygpt's MLP
+        activation_function="gelu",  # nn.GELU(), the exact form, as tinygpt's MLP
         layer_norm_epsilon=1e-5,
         resid_pdrop=config.dropout,  # dropout matters only when training
         embd_pdrop=config.dropout,

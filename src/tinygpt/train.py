@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import torch
 import yaml
+from torch.torch_version import TorchVersion
 from tqdm import tqdm
 
 from tinygpt.checkpoint import FORMAT_VERSION, model_from_payload, read_checkpoint, save_checkpoint
@@ -51,6 +52,13 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def prepare_device(device: torch.device) -> None:
+    """Process-wide speed settings for training on `device`."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
+        torch.backends.cudnn.allow_tf32 = True
+
+
 def autocast_for(device: torch.device, dtype: str):
     """The mixed-precision context for a training dtype (float32: none)."""
     if dtype == "float32":
@@ -67,7 +75,9 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     no_decay = [p for p in params if p.dim() < 2]
     assert len(decay) + len(no_decay) == len(params), "every parameter in exactly one group"
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    fused = device.type == "cuda"  # one kernel for the whole update; foreach elsewhere
+    # fused: one kernel per tensor for the whole update, about 3× faster than foreach on CPU too
+    # (torch ≥ 2.4 on CPU); foreach, a few batched kernels, elsewhere
+    fused = device.type == "cuda" or (device.type == "cpu" and TorchVersion(torch.__version__) >= "2.4")
     return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
 
 
@@ -83,6 +93,41 @@ def lr_at(step: int, t: TrainSection) -> float:
     span = max(1, t.max_iters - t.warmup_iters)
     progress = min(1.0, (step - t.warmup_iters) / span)
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.learning_rate - t.min_lr)
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    batches: Batches,
+    generator: torch.Generator,
+    t: TrainSection,
+    autocast,
+    lr: float,
+    ranks: Ranks = ONE_PROCESS,
+) -> torch.Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the last micro-batch's loss.
+
+    Under DDP, gradients are averaged across ranks on the last micro-batch only.
+    The loss stays on the device: reading it (.item()) would make the host wait
+    for the device, so the loop does that only at log intervals.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    for micro_step in range(t.grad_accum_steps):
+        x, y = batches.sample(generator)
+        with ranks.sync_gradients(model, sync=micro_step == t.grad_accum_steps - 1):
+            with autocast:
+                _, loss = model(x, y)
+            # the loss is a mean per micro-batch: scale so the summed gradients average them
+            scaler.scale(loss / t.grad_accum_steps).backward()
+    if t.grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
 
 
 @torch.no_grad()
@@ -193,10 +238,8 @@ def _train(
     # ---------------------------------------------------------------- set-up
     t = config.train
     device = ranks.device
+    prepare_device(device)
     autocast = autocast_for(device, t.dtype)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 tensor cores for any float32 matmuls
-        torch.backends.cudnn.allow_tf32 = True
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
     run.prepare(config, resume, write=ranks.is_main)
@@ -350,23 +393,8 @@ def _train(
                 signum, f"stopped by {signal.Signals(signum).name} at step {step}; saved {run.last}"
             )
 
-        # one optimizer step over grad_accum_steps micro-batches
         lr = lr_at(step, t)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        for micro_step in range(t.grad_accum_steps):
-            x, y = train_batches.sample(generator)
-            with ranks.sync_gradients(step_model, sync=micro_step == t.grad_accum_steps - 1):
-                with autocast:
-                    _, loss = step_model(x, y)
-                # the loss is a mean per micro-batch: scale so the summed gradients average them
-                scaler.scale(loss / t.grad_accum_steps).backward()
-        if t.grad_clip > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        loss = train_step(step_model, optimizer, scaler, train_batches, generator, t, autocast, lr, ranks)
         step += 1
         state["step"] = step
         state["tokens_seen"] += tokens_per_step

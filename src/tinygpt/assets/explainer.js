@@ -83,7 +83,24 @@ function layerNorm(x, T, w, b) {
   return y;
 }
 
-const gelu = (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3)));
+// The exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, as torch's nn.GELU(). JavaScript has no erf:
+// its Taylor series near 0, and the continued fraction of erfc further out (both to ~1e-15).
+function erf(x) {
+  const a = Math.abs(x);
+  if (a < 2.5) {
+    let term = a, sum = a;
+    for (let n = 1; Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
+      term *= (-a * a) / n;
+      sum += term / (2 * n + 1);
+    }
+    return Math.sign(x) * (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  let fraction = 0; // erfc(a) = exp(-a²)/√π · 1/(a + (1/2)/(a + 1/(a + (3/2)/(a + …))))
+  for (let n = 60; n >= 1; n--) fraction = n / 2 / (a + fraction);
+  const erfc = Math.exp(-a * a) / Math.sqrt(Math.PI) / (a + fraction);
+  return Math.sign(x) * (1 - erfc);
+}
+const gelu = (x) => 0.5 * x * (1 + erf(x / Math.SQRT2));
 
 // One prompt through the model: the same trace (layout and names) as tinygpt.trace gives.
 function forward(ids) {

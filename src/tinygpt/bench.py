@@ -1,0 +1,265 @@
+"""Benchmark a config on this device, in one process: training and generation speed, memory, MFU.
+
+What is measured (`benchmark`):
+
+- training: tokens/s of one optimizer step (forward, backward, clipping, AdamW),
+  exactly the step `tinygpt train` runs, as the median over the timed steps
+  after warm-up; the first step's extra time is reported as compile time;
+- generation: new tokens/s for each length, with and without the KV cache,
+  batch 1, float32 as `tinygpt sample` runs it;
+- peak memory while training: the process's resident set (RSS) on CPU, the
+  most torch allocated on CUDA;
+- model FLOP utilisation (MFU): FLOPs per token × tokens/s ÷ the peak matmul
+  FLOP/s measured by this same run on this device, in the precision training
+  uses (float32, or the autocast dtype).
+
+Training FLOPs per token (`flops_per_token`) count the matrix multiplies,
+forward and backward (backward costs twice the forward):
+
+    6·N               N = parameters minus the position embedding: every weight
+                      takes part in one multiply-add per token (the tied token
+                      embedding as the LM head), ×2 FLOPs, ×3 for backward
+    + 12·L·T·C        attention: q·kᵀ and weights·v, 2·T·C FLOPs each per token
+                      and layer forward, ×3 for backward (the whole T×T square,
+                      as is usual, though causal kernels can skip half)
+
+This is nanoGPT's and PaLM's convention, so MFU figures compare across the two.
+"""
+
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from tinygpt.config import RunConfig
+from tinygpt.data import Batches, load_corpus
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.train import autocast_for, lr_at, make_optimizer, pick_device, prepare_device, train_step
+
+GENERATION_LENGTHS = (100, 500, 2000)
+MATMUL_SIZES = {"cpu": (1024, 2048, 4096), "cuda": (4096, 8192, 16384)}
+
+
+def flops_per_token(model: GPT) -> float:
+    """Training FLOPs (forward + backward) per token: 6·N + 12·L·T·C (see the module docstring)."""
+    c = model.config
+    n = model.num_params() - model.wpe.weight.numel()  # the position embedding is added, not multiplied
+    return 6 * n + 12 * c.n_layer * c.block_size * c.n_embd
+
+
+class Stopwatch:
+    """Marks points in time; on CUDA with events, so timing never makes the host wait mid-run."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: list[Any] = []
+
+    def mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def intervals(self) -> list[float]:
+        """Seconds between consecutive marks (waits for the device once, here)."""
+        pairs = zip(self.marks[:-1], self.marks[1:], strict=True)
+        if self.cuda:
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) / 1e3 for a, b in pairs]
+        return [b - a for a, b in pairs]
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, progress: bool = True) -> dict[str, Any]:
+    """Best median FLOP/s of square matmuls (n×n @ n×n, 2n³ FLOPs) over a few sizes, in `dtype`."""
+    results = {}
+    sizes = MATMUL_SIZES.get(device.type, MATMUL_SIZES["cpu"])
+    for n in tqdm(sizes, desc=f"matmul peak ({str(dtype).removeprefix('torch.')})", disable=not progress):
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        a @ b  # warm-up: first-call set-up, kernel selection
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        calls = max(1, int(0.2 / (time.perf_counter() - start)))  # about 0.2 s per timed sample
+        watch = Stopwatch(device)
+        for _ in range(5):
+            watch.mark()
+            for _ in range(calls):
+                a @ b
+        watch.mark()
+        results[n] = 2 * n**3 * calls / statistics.median(watch.intervals())
+        del a, b
+    return {"flops": max(results.values()), "by_size": results}
+
+
+class PeakMemory:
+    """The high-water mark of memory from `reset` on: RSS on CPU, torch's allocations on CUDA."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def reset(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        elif os.path.exists("/proc/self/clear_refs"):
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # Linux: reset the peak RSS (VmHWM) to the current RSS
+
+    def peak_bytes(self) -> int:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        if os.path.exists("/proc/self/status"):
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        import resource  # elsewhere: the lifetime peak (kilobytes on Linux, bytes on macOS)
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if platform.system() == "Darwin" else peak * 1024
+
+
+def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress: bool = True) -> dict:
+    """Time `steps` training steps after `warmup` untimed ones; tokens/s from the median step."""
+    t = config.train
+    device = pick_device(t.device)
+    prepare_device(device)
+    autocast = autocast_for(device, t.dtype)
+    corpus = load_corpus(config.data, config.model.block_size)
+    torch.manual_seed(t.seed)
+    model = GPT(GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))).to(device)
+    optimizer = make_optimizer(model, t, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
+    step_model = torch.compile(model) if t.compile else model
+    batches = Batches(corpus.train, config.model.block_size, t.batch_size, device)
+    generator = torch.Generator().manual_seed(t.seed)
+
+    memory = PeakMemory(device)
+    memory.reset()
+    watch = Stopwatch(device)
+    for step in tqdm(range(warmup + steps), desc="training steps", disable=not progress):
+        watch.mark()
+        train_step(step_model, optimizer, scaler, batches, generator, t, autocast, lr_at(step, t))
+    watch.mark()
+    times = watch.intervals()
+    median = statistics.median(times[warmup:])
+    tokens_per_step = t.batch_size * config.model.block_size * t.grad_accum_steps
+    return {
+        "model": model,
+        "tokens_per_s": tokens_per_step / median,
+        "step_s_median": median,
+        "first_step_s": times[0],
+        "compile_s": times[0] - median if t.compile else None,
+        "peak_memory_bytes": memory.peak_bytes(),
+    }
+
+
+def generation_speed(
+    model: GPT, lengths=GENERATION_LENGTHS, use_cache: bool = True, progress: bool = True
+) -> dict[int, float]:
+    """New tokens/s for each length, batch 1, from a one-character prompt, sampling at temperature 1."""
+    device = next(model.parameters()).device
+    model.eval()
+    prompt = torch.zeros((1, 1), dtype=torch.long, device=device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    model.generate(prompt, 5, generator=generator, use_cache=use_cache)  # warm-up
+    speeds = {}
+    for n in lengths:
+        bar = tqdm(
+            total=n, desc=f"generating {n} ({'cache' if use_cache else 'no cache'})", disable=not progress
+        )
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in model.stream(prompt, n, generator=generator, use_cache=use_cache):
+            bar.update(1)
+        synchronize(device)
+        speeds[n] = n / (time.perf_counter() - start)
+        bar.close()
+    return speeds
+
+
+def benchmark(
+    config: RunConfig,
+    steps: int = 30,
+    warmup: int = 5,
+    lengths=GENERATION_LENGTHS,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Everything the module docstring lists, measured in this process on the config's device."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None  # other work skews CPU timings
+    training = training_speed(config, steps, warmup, progress)
+    model = training.pop("model")
+    device = next(model.parameters()).device
+    flops = flops_per_token(model)
+    generation = {
+        "cache": generation_speed(model, lengths, True, progress),
+        "no_cache": generation_speed(model, lengths, False, progress),
+    }
+    del model
+    dtype = getattr(torch, config.train.dtype)
+    peak = matmul_peak(device, dtype, progress)
+    achieved = flops * training["tokens_per_s"]
+    return {
+        "device": _device_name(device),
+        "torch": str(torch.__version__),
+        "threads": torch.get_num_threads(),
+        "load_average_before": load,
+        "config": config.to_dict(),
+        "training": training,
+        "generation_tokens_per_s": generation,
+        "flops_per_token": flops,
+        "achieved_flops": achieved,
+        "peak_matmul_flops": peak["flops"],
+        "peak_matmul_flops_by_size": peak["by_size"],
+        "mfu": achieved / peak["flops"],
+    }
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if os.path.exists("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs)"
+    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} CPUs)"
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """The benchmark as a few readable lines."""
+    c, tr = result["config"], result["training"]
+    m, t = c["model"], c["train"]
+    load = result["load_average_before"]
+    busy = f", load average {load:.2f} before the run" if load is not None else ""
+    lines = [
+        f"device: {result['device']}, torch {result['torch']}, {result['threads']} threads{busy}",
+        f"model: {m['n_layer']} layers, {m['n_head']} heads, {m['n_embd']} wide, block {m['block_size']}, "
+        f"dropout {m['dropout']}; batch {t['batch_size']}×{t['grad_accum_steps']}, {t['dtype']}, "
+        f"compile {t['compile']}",
+        f"training: {tr['tokens_per_s']:,.0f} tokens/s (median step {tr['step_s_median'] * 1e3:.1f} ms; "
+        f"first step {tr['first_step_s']:.2f} s"
+        + (f", compile ≈ {tr['compile_s']:.1f} s" if tr["compile_s"] is not None else "")
+        + ")",
+        f"peak memory while training: {tr['peak_memory_bytes'] / 2**20:,.0f} MiB",
+        f"MFU: {result['mfu']:.1%} = {result['flops_per_token'] / 1e6:.2f} MFLOP/token × tokens/s "
+        f"= {result['achieved_flops'] / 1e9:,.1f} GFLOP/s of a measured {t['dtype']} matmul peak of "
+        f"{result['peak_matmul_flops'] / 1e9:,.1f} GFLOP/s",
+    ]
+    for mode, label in (("cache", "with KV cache"), ("no_cache", "without cache")):
+        speeds = result["generation_tokens_per_s"][mode]
+        lines.append(
+            f"generation {label}: " + ", ".join(f"{n} tokens {s:,.0f} tok/s" for n, s in speeds.items())
+        )
+    return "\n".join(lines)

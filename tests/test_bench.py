@@ -1,0 +1,93 @@
+import json
+
+import pytest
+import torch
+from conftest import tiny_raw
+
+from tinygpt import GPT, GPTConfig, bench
+from tinygpt.bench import PeakMemory, Stopwatch, benchmark, flops_per_token, format_report, matmul_peak
+from tinygpt.cli import main
+from tinygpt.config import from_dict
+
+
+def test_flops_per_token_by_hand():
+    model = GPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=4, bias=False))
+    # N without wpe: wte 10·4 + ln_1 4 + c_attn 4·12 + attn.c_proj 4·4 + ln_2 4 + c_fc 4·16
+    #                + mlp.c_proj 16·4 + ln_f 4
+    n = 40 + 4 + 48 + 16 + 4 + 64 + 64 + 4
+    assert flops_per_token(model) == 6 * n + 12 * 1 * 8 * 4
+
+
+def test_flops_per_token_at_shakespeare_char_size():
+    model = GPT(GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, bias=True))
+    n = 65 * 384 + 6 * (4 * 384 + 384 * 1152 + 1152 + 384 * 384 + 384 + 2 * 384 * 1536 + 1536 + 384) + 768
+    assert n == model.num_params() - 256 * 384 == 10_672_512
+    assert flops_per_token(model) == pytest.approx(71.1e6, rel=1e-3)  # 64.0M for the weights, 7.1M attention
+
+
+def test_stopwatch_gives_intervals_between_marks():
+    watch = Stopwatch(torch.device("cpu"))
+    for _ in range(4):
+        watch.mark()
+    intervals = watch.intervals()
+    assert len(intervals) == 3 and all(t >= 0 for t in intervals)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_stopwatch_and_peak_memory_on_cuda():
+    device = torch.device("cuda")
+    watch, memory = Stopwatch(device), PeakMemory(device)
+    memory.reset()
+    watch.mark()
+    x = torch.ones(2**20, device=device)  # 4 MiB
+    watch.mark()
+    assert len(watch.intervals()) == 1 and memory.peak_bytes() >= x.numel() * 4
+
+
+def test_peak_memory_sees_a_large_allocation_on_cpu():
+    memory = PeakMemory(torch.device("cpu"))
+    memory.reset()
+    before = memory.peak_bytes()
+    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, every page touched
+    assert memory.peak_bytes() >= before + 60 * 2**20
+    del block
+
+
+def test_matmul_peak_is_the_best_size(monkeypatch):
+    monkeypatch.setitem(bench.MATMUL_SIZES, "cpu", (32, 64))
+    peak = matmul_peak(torch.device("cpu"), torch.float32, progress=False)
+    assert set(peak["by_size"]) == {32, 64}
+    assert peak["flops"] == max(peak["by_size"].values()) > 0
+
+
+def test_benchmark_measures_everything_and_reports_it(corpus_file, tmp_path, monkeypatch):
+    monkeypatch.setitem(bench.MATMUL_SIZES, "cpu", (64,))
+    config = from_dict(tiny_raw(corpus_file, tmp_path / "run"))
+    result = benchmark(config, steps=3, warmup=1, lengths=(4, 9), progress=False)
+    training = result["training"]
+    assert training["tokens_per_s"] == pytest.approx(8 * 16 / training["step_s_median"])
+    assert training["compile_s"] is None and training["peak_memory_bytes"] > 0
+    assert set(result["generation_tokens_per_s"]) == {"cache", "no_cache"}
+    assert all(set(s) == {4, 9} for s in result["generation_tokens_per_s"].values())
+    assert result["achieved_flops"] == pytest.approx(result["flops_per_token"] * training["tokens_per_s"])
+    assert result["mfu"] == pytest.approx(result["achieved_flops"] / result["peak_matmul_flops"])
+    report = format_report(result)
+    assert "MFU" in report and "without cache: 4 tokens" in report
+    assert not (tmp_path / "run").exists()  # a benchmark writes no run directory
+
+
+def test_bench_command_prints_json(corpus_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(bench.MATMUL_SIZES, "cpu", (64,))
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))  # JSON is YAML
+    args = ["bench", "--config", str(config), "--steps", "2", "--warmup", "0", "--lengths", "3", "--json"]
+    assert main([*args, "--quiet", "--set", "train.dtype=bfloat16"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["config"]["train"]["dtype"] == "bfloat16" and result["mfu"] > 0
+
+
+def test_bench_command_rejects_zero_steps(corpus_file, tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))
+    assert main(["bench", "--config", str(config), "--steps", "0"]) == 2
+    assert "--steps" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tinygpt import GPT, GPTConfig
+from tinygpt.evaluate import split_loss
+
+
+def small_model(block_size: int = 8) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=13, block_size=block_size, n_layer=2, n_head=2, n_embd=16))
+
+
+def window_by_window(model: GPT, ids: torch.Tensor) -> float:
+    """The definition, one window at a time: targets ids[1:], windows of block_size from the start."""
+    total, count, T = 0.0, 0, model.config.block_size
+    for start in range(0, len(ids) - 1, T):
+        x = ids[start : min(start + T, len(ids) - 1)].long()
+        y = ids[start + 1 : start + 1 + len(x)].long()
+        logits, _ = model(x.unsqueeze(0))
+        total += F.cross_entropy(logits[0], y, reduction="sum").item()
+        count += len(y)
+    assert count == len(ids) - 1  # every character after the first is a target once
+    return total / count
+
+
+@pytest.mark.parametrize("length", [2, 8, 9, 50, 57])  # shorter than, equal to and past whole windows
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_split_loss_is_the_mean_over_every_target_once(length, batch_size):
+    model = small_model().eval()
+    ids = torch.randint(13, (length,), generator=torch.Generator().manual_seed(length), dtype=torch.int32)
+    expected = window_by_window(model, ids)
+    assert split_loss(model, ids, batch_size=batch_size, progress=False) == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_model_that_predicts_uniformly_scores_log_vocab():
+    model = small_model()
+    with torch.no_grad():
+        model.wte.weight.zero_()  # the tied LM head now gives every character the same logit
+    ids = torch.randint(13, (101,))
+    assert split_loss(model, ids, batch_size=4, progress=False) == pytest.approx(math.log(13), rel=1e-6)
+
+
+def test_split_loss_leaves_the_mode_alone_and_runs_without_dropout():
+    model = GPT(GPTConfig(vocab_size=13, block_size=8, n_layer=1, n_head=1, n_embd=8, dropout=0.5))
+    ids = torch.randint(13, (40,))
+    model.train()
+    first = split_loss(model, ids, progress=False)
+    assert model.training
+    assert split_loss(model, ids, progress=False) == first  # deterministic: dropout was off
+
+
+def test_a_split_needs_two_characters():
+    with pytest.raises(ValueError, match="at least two"):
+        split_loss(small_model(), torch.tensor([3]), progress=False)
+
+
+def test_bfloat16_autocast_gives_nearly_the_same_loss():
+    model = small_model()
+    ids = torch.randint(13, (200,))
+    exact = split_loss(model, ids, progress=False)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+    assert split_loss(model, ids, autocast=autocast, progress=False) == pytest.approx(exact, abs=0.02)
