@@ -150,6 +150,17 @@ CASES = [
         "negative-size", lambda g: train(g, train={"batch_size": -4}), "train.batch_size = -4 is not allowed"
     ),
     Case(
+        "seed-out-of-range",
+        lambda g: train(g, train={"seed": -1}),
+        "train.seed = -1 is not allowed; train.seed must be an integer ≥ 0 and ≤ 4294967295",
+    ),
+    Case(
+        "model-too-large",
+        lambda g: train(g, model={"n_embd": 200_000, "n_head": 1}),
+        "the model is too large to train here",
+        absent="run/*.pt",
+    ),
+    Case(
         "n-embd-not-divisible",
         lambda g: train(g, model={"n_embd": 100, "n_head": 3}),
         "model.n_embd = 100 is not divisible by model.n_head = 3",

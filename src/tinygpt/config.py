@@ -81,7 +81,7 @@ class TrainSection:
     eval_interval: int = setting(250, "steps between evaluations and checkpoints", low=1)
     eval_iters: int = setting(200, "batches per split in each evaluation", low=1)
     log_interval: int = setting(10, "steps between progress-bar updates of loss and speed", low=1)
-    seed: int = setting(1337, "seed for initialisation, batches and dropout")
+    seed: int = setting(1337, "seed for initialisation, batches and dropout", low=0, high=2**32 - 1)
     device: str = setting("auto", "where to train", choices=("auto", "cpu", "cuda", "mps"))
     dtype: str = setting(
         "float32",
@@ -280,10 +280,15 @@ def _describe(f: dataclasses.Field) -> str:
         return "one of " + ", ".join(meta["choices"])
     bounds = []
     if meta.get("low") is not None:
-        bounds.append(f"{'>' if meta['low_open'] else '≥'} {meta['low']:g}")
+        bounds.append(f"{'>' if meta['low_open'] else '≥'} {_number(meta['low'])}")
     if meta.get("high") is not None:
-        bounds.append(f"{'<' if meta['high_open'] else '≤'} {meta['high']:g}")
+        bounds.append(f"{'<' if meta['high_open'] else '≤'} {_number(meta['high'])}")
     return kind + (" " + " and ".join(bounds) if bounds else "")
+
+
+def _number(bound: float) -> str:
+    """1.0 -> '1', 4294967295 -> '4294967295': whole numbers in full, others as short as they go."""
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def _check_together(config: RunConfig, source: str) -> None:

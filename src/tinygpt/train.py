@@ -24,6 +24,7 @@ from tinygpt.distributed import ONE_PROCESS, Ranks, process_group
 from tinygpt.errors import UserError
 from tinygpt.interrupt import Interrupted, StopRequest
 from tinygpt.lock import RunLock
+from tinygpt.memory import check_fits
 from tinygpt.metrics import append_metrics, rewind_metrics
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.watch import LossWatch
@@ -250,6 +251,7 @@ def _train(
         _check_same_model(saved, model_config, run.last)
         model = model_from_payload(saved, run.last)
     else:
+        check_fits(model_config, device)
         model = GPT(model_config)
     model.to(device)
     optimizer = make_optimizer(model, t, device)
