@@ -161,8 +161,10 @@ def walkthrough(
         lines.append(f"   entering layer {layer}, after {earlier} added attention and MLP outputs:")
         lines.append(f"   x = {vec(x, dims)}")
     mean, var = x.mean().item(), x.var(unbiased=False).item()
+    with_bias = " and c_proj's bias" if cfg.bias else ""
     lines += [
-        f"2. Layer norm ln_1 of layer {layer}: (x − mean) / √(var + 1e-5) · weight + bias",
+        f"2. Layer norm ln_1 of layer {layer}: (x − mean) / √(var + 1e-5) · weight"
+        + (" + bias" if cfg.bias else ""),
         f"   mean = {num(mean)}, var = {num(var)}",
         f"   ln_1(x) = {vec(lt.ln_1[token], dims)}",
         f"3. Query, key and value of head {head}: its {hs} columns of c_attn's q, k and v parts",
@@ -175,7 +177,7 @@ def walkthrough(
     contrib = lt.contrib[head, token]
     lines += [
         f"   through head {head}'s columns of c_proj, it adds {vec(contrib, dims)} to the residual stream",
-        f"   all {cfg.n_head} heads and c_proj's bias together add {vec(lt.out[token], dims)}",
+        f"   all {cfg.n_head} heads{with_bias} together add {vec(lt.out[token], dims)}",
         f"7. After all {cfg.n_layer} layers, ln_f and the LM head: the likeliest next characters",
         "   " + "  ".join(f"{quoted(c)} {p:.4f}" for c, p in _top(trace.logits[token], tokenizer.chars)),
     ]

@@ -30,7 +30,7 @@ from tinygpt.pca import principal_components
 from tinygpt.tokenizer import CharTokenizer
 from tinygpt.trace import Trace, chosen, encode_prompt, trace_prompt
 
-LIVE_LIMIT = 2_000_000  # parameters up to which the page embeds the weights and runs the model itself
+LIVE_LIMIT = 4_000_000  # parameters up to which the page embeds the weights and runs the model itself
 
 
 def tensor_data(t: torch.Tensor) -> dict[str, Any]:

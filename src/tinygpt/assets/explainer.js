@@ -435,7 +435,7 @@ function renderArithmetic() {
   mean /= C;
   for (let d = 0; d < C; d++) v += (lt.resid[i * C + d] - mean) ** 2;
   parts.push(
-    el("h3", { text: `2. Layer norm ln_1: (x − mean) / √(var + 1e-5) · weight + bias` }),
+    el("h3", { text: `2. Layer norm ln_1: (x − mean) / √(var + 1e-5) · weight${CFG.bias ? " + bias" : ""}` }),
     line(`mean = ${fmt(mean)}, var = ${fmt(v / C)}; ln_1(x) = `, vec(lt.ln_1, i * C, C)),
   );
   // 3. q, k, v
@@ -490,7 +490,7 @@ function renderArithmetic() {
     rows,
     line("head output = ", vec(a.output, 0, HS, HS)),
     line(`through head ${hd}'s columns of c_proj, it adds `, vec(lt.contrib, (hd * T + i) * C, C), " to the residual stream"),
-    line(`all ${NH} heads and c_proj's bias together add `, vec(lt.out, i * C, C)),
+    line(`all ${NH} heads${CFG.bias ? " and c_proj's bias" : ""} together add `, vec(lt.out, i * C, C)),
   );
   // 7. prediction
   parts.push(
