@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every CPU figure in BENCHMARKS.md, one command each, in order (about 50 minutes on 2 quiet cores).
+# Every CPU figure in BENCHMARKS.md, one command each, in order (about 55 minutes on 2 cores).
 # Results (JSON, SVG plots, the log) go to benchmarks/results/.
 #
 #   bash benchmarks/cpu.sh /path/to/nanoGPT /path/to/tinyshakespeare.txt
@@ -36,10 +36,14 @@ COMPARE=(python benchmarks/compare.py)
     --set train.dtype=bfloat16 --set train.compile=true --json "$R/speed_recipe_compiled.json"
   python scripts/bench.py --config benchmarks/configs/nanogpt_cpu.yaml --set train.dtype=bfloat16 \
     --set train.compile=true --lengths 100 --json --quiet >"$R/bench_recipe_compiled.json"
+  # the same from a cold start: inductor's on-disk cache, warm from the runs above, in a fresh folder
+  TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python scripts/bench.py --config benchmarks/configs/nanogpt_cpu.yaml \
+    --set train.dtype=bfloat16 --set train.compile=true --lengths 100 --json --quiet \
+    >"$R/bench_recipe_compiled_cold.json"
 
   echo "== 4. generation, 2,000 new tokens at the shakespeare_char size"
   "${COMPARE[@]}" generate --nanogpt "$NANOGPT" --config configs/shakespeare_char.yaml \
-    --set "data.corpus=$TS" --tokens 2000 --repeats 1 --json "$R/generate_shakespeare_char.json"
+    --set "data.corpus=$TS" --tokens 2000 --repeats 2 --json "$R/generate_shakespeare_char.json"
 
   echo "== 5. tinygpt bench: throughput, memory, MFU (cpu.yaml; shakespeare_char in float32 and bfloat16)"
   python scripts/bench.py --config configs/cpu.yaml --set "data.corpus=$TS" --json --quiet >"$R/bench_cpu.json"
