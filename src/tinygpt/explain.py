@@ -27,7 +27,7 @@ from tinygpt.display import quoted
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import Trace, chosen, encode_prompt, trace_prompt
+from tinygpt.trace import Trace, encode_prompt, focus, trace_prompt
 
 SHOWN_TERMS = 3  # products of q·k written out before "…"
 
@@ -196,11 +196,7 @@ def explain(
     model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
     cfg = model.config
     ids = encode_prompt(tokenizer, prompt, cfg.block_size)
-    (layer,) = chosen(layer, cfg.n_layer, "layer")
-    (head,) = chosen(head, cfg.n_head, "head")
-    token = len(ids) - 1 if token is None else token
-    if not 0 <= token < len(ids):
-        raise UserError(f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}")
+    layer, head, token = focus(cfg, ids, layer, head, token)
     if dims is not None and dims < 1:
         raise UserError(f"--dims {dims} is below 1; use 1 or more")
     return walkthrough(model, tokenizer, trace_prompt(model, ids), layer, head, token, dims)

@@ -28,7 +28,7 @@ from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.pca import principal_components
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import Trace, chosen, encode_prompt, trace_prompt
+from tinygpt.trace import Trace, encode_prompt, focus, trace_prompt
 
 LIVE_LIMIT = 4_000_000  # parameters up to which the page embeds the weights and runs the model itself
 
@@ -82,11 +82,7 @@ def page_data(
     tokenizer = CharTokenizer(payload["tokenizer"])
     cfg = model.config
     ids = encode_prompt(tokenizer, prompt, cfg.block_size)
-    (layer,) = chosen(layer, cfg.n_layer, "layer")
-    (head,) = chosen(head, cfg.n_head, "head")
-    token = len(ids) - 1 if token is None else token
-    if not 0 <= token < len(ids):
-        raise UserError(f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}")
+    layer, head, token = focus(cfg, ids, layer, head, token)
     coords, share = principal_components(model.wte.weight)
     live = model.num_params() <= live_limit
     metrics = loss_curves(path.parent)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from tinygpt.errors import UserError
-from tinygpt.model import GPT
+from tinygpt.model import GPT, GPTConfig
 from tinygpt.sample import prompt_ids
 from tinygpt.tokenizer import CharTokenizer
 
@@ -118,3 +118,15 @@ def chosen(value: int | None, count: int, what: str) -> list[int]:
     if not 0 <= value < count:
         raise UserError(f"{what} {value} does not exist: this model has {count} {what}s (0 … {count - 1})")
     return [value]
+
+
+def focus(
+    config: GPTConfig, ids: list[int], layer: int, head: int, token: int | None
+) -> tuple[int, int, int]:
+    """The (layer, head, token) to follow through a prompt's ids, each checked; token None: the last."""
+    (layer,) = chosen(layer, config.n_layer, "layer")
+    (head,) = chosen(head, config.n_head, "head")
+    token = len(ids) - 1 if token is None else token
+    if not 0 <= token < len(ids):
+        raise UserError(f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}")
+    return layer, head, token
