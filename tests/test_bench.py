@@ -91,3 +91,11 @@ def test_bench_command_rejects_zero_steps(corpus_file, tmp_path, capsys):
     config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))
     assert main(["bench", "--config", str(config), "--steps", "0"]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+def test_bench_command_refuses_a_model_that_cannot_fit(corpus_file, tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))
+    huge = ["--set", "model.n_embd=200000", "--set", "model.n_head=1"]
+    assert main(["bench", "--config", str(config), "--quiet", *huge]) == 2
+    assert "the model is too large to train here" in capsys.readouterr().err

@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from tinygpt.config import RunConfig
 from tinygpt.data import Batches, load_corpus
+from tinygpt.memory import check_fits
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.train import autocast_for, lr_at, make_optimizer, pick_device, prepare_device, train_step
 
@@ -139,7 +140,9 @@ def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress
     autocast = autocast_for(device, t.dtype)
     corpus = load_corpus(config.data, config.model.block_size)
     torch.manual_seed(t.seed)
-    model = GPT(GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))).to(device)
+    model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
+    check_fits(model_config, device)
+    model = GPT(model_config).to(device)
     optimizer = make_optimizer(model, t, device)
     scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
     step_model = torch.compile(model) if t.compile else model
