@@ -65,7 +65,7 @@ COMPARE=(python benchmarks/compare.py)
     --run "configs/cpu.yaml train.dtype=bfloat16 train.max_iters=1500" --evals 3 --json "$R/bf16_vs_fp32.json"
 
   echo "== 8. quality against wall-clock time: the reference's recipe and cpu_quick.yaml"
-  "${COMPARE[@]}" quality --nanogpt "$NANOGPT" --corpus "$TS" --run configs/cpu_quick.yaml --evals 5 \
+  "${COMPARE[@]}" quality --nanogpt "$NANOGPT" --corpus "$TS" --run configs/cpu_quick.yaml --evals 10 \
     --target 1.8 --plot "$R/quality_quick.svg" --json "$R/quality_quick.json"
 
   echo "== 9. quality against wall-clock time: the reference's recipe and cpu.yaml (10 minutes)"
