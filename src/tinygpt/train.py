@@ -76,7 +76,7 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     no_decay = [p for p in params if p.dim() < 2]
     assert len(decay) + len(no_decay) == len(params), "every parameter in exactly one group"
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # fused: one kernel per tensor for the whole update, about 3× faster than foreach on CPU too
+    # fused: one kernel per tensor for the whole update, several times faster than foreach on CPU too
     # (torch ≥ 2.4 on CPU); foreach, a few batched kernels, elsewhere
     fused = device.type == "cuda" or (device.type == "cpu" and TorchVersion(torch.__version__) >= "2.4")
     return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
