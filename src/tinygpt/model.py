@@ -138,8 +138,8 @@ class CausalSelfAttention(nn.Module):
     @staticmethod
     def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
         if q.device.type == "cpu" and q.dtype == torch.bfloat16:
-            # torch's CPU attention kernels run several times slower in bfloat16 than in float32
-            # (AVX-512/AMX cores, torch 2.13), so under CPU autocast attention runs in float32
+            # torch's CPU attention kernels run slower in bfloat16 than in float32 (2x forward and
+            # backward at cpu.yaml's shape, AMX cores, torch 2.13), so under CPU autocast it runs in float32
             with torch.autocast("cpu", enabled=False):
                 y = CausalSelfAttention._fused(q.float(), k.float(), v.float(), dropout_p)
             return y.to(q.dtype)
