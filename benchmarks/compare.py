@@ -39,19 +39,11 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
-from tinygpt.bench import synchronize  # noqa: E402
+from tinygpt.bench import single_process_trainer, synchronize  # noqa: E402
 from tinygpt.config import TrainSection, load_config  # noqa: E402
-from tinygpt.data import Batches, load_corpus  # noqa: E402
+from tinygpt.data import load_corpus  # noqa: E402
 from tinygpt.evaluate import split_loss  # noqa: E402
-from tinygpt.model import GPT, GPTConfig  # noqa: E402
-from tinygpt.train import (  # noqa: E402
-    autocast_for,
-    lr_at,
-    make_optimizer,
-    pick_device,
-    prepare_device,
-    train_step,
-)
+from tinygpt.train import lr_at, pick_device, prepare_device  # noqa: E402
 
 # The reference's CPU recipe, from its README: train.py config/train_shakespeare_char.py --device=cpu
 # --compile=False --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4
@@ -107,23 +99,9 @@ class Run:
 
 def ours(config_path: str, overrides: list[str], corpus: str | None, device: torch.device) -> Run:
     config = load_config(config_path, overrides + ([f"data.corpus={corpus}"] if corpus else []))
-    t = config.train
-    data = load_corpus(config.data, config.model.block_size)
-    torch.manual_seed(t.seed)
-    model = GPT(GPTConfig(vocab_size=data.tokenizer.vocab_size, **vars(config.model))).to(device)
-    optimizer = make_optimizer(model, t, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
-    autocast = autocast_for(device, t.dtype)
-    step_model = torch.compile(model) if t.compile else model
-    batches = Batches(data.train, config.model.block_size, t.batch_size, device)
-    generator = torch.Generator().manual_seed(t.seed)
-
-    def step_fn(step: int) -> None:
-        train_step(step_model, optimizer, scaler, batches, generator, t, autocast, lr_at(step, t))
-
-    label = " ".join([Path(config_path).stem, *overrides])
-    tokens = t.batch_size * config.model.block_size * t.grad_accum_steps
-    return Run(f"tinygpt {label}", model, step_fn, t.max_iters, tokens)
+    trainer = single_process_trainer(config, device)
+    name = "tinygpt " + " ".join([Path(config_path).stem, *overrides])
+    return Run(name, trainer.model, trainer.step, config.train.max_iters, trainer.tokens_per_step)
 
 
 def reference(

@@ -30,6 +30,8 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,18 @@ from tqdm import tqdm
 
 from tinygpt.config import RunConfig
 from tinygpt.data import Batches, load_corpus
+from tinygpt.distributed import ONE_PROCESS
 from tinygpt.memory import check_fits
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.train import autocast_for, lr_at, make_optimizer, pick_device, prepare_device, train_step
+from tinygpt.train import (
+    autocast_for,
+    global_batch,
+    lr_at,
+    make_optimizer,
+    pick_device,
+    prepare_device,
+    train_step,
+)
 
 GENERATION_LENGTHS = (100, 500, 2000)
 MATMUL_SIZES = {"cpu": (1024, 2048, 4096), "cuda": (4096, 8192, 16384)}
@@ -132,11 +143,18 @@ class PeakMemory:
         return peak if platform.system() == "Darwin" else peak * 1024
 
 
-def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress: bool = True) -> dict:
-    """Time `steps` training steps after `warmup` untimed ones; tokens/s from the median step."""
+@dataclass
+class Trainer:
+    """A fresh model and `step(i)`, which takes training step i exactly as `tinygpt train` does."""
+
+    model: GPT
+    step: Callable[[int], None]
+    tokens_per_step: int
+
+
+def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
+    """Model, optimizer, batches and step of one training process, with no run directory."""
     t = config.train
-    device = pick_device(t.device)
-    prepare_device(device)
     autocast = autocast_for(device, t.dtype)
     corpus = load_corpus(config.data, config.model.block_size)
     torch.manual_seed(t.seed)
@@ -149,22 +167,32 @@ def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress
     batches = Batches(corpus.train, config.model.block_size, t.batch_size, device)
     generator = torch.Generator().manual_seed(t.seed)
 
+    def step(i: int) -> None:
+        train_step(step_model, optimizer, scaler, batches, generator, t, autocast, lr_at(i, t))
+
+    return Trainer(model, step, global_batch(t, ONE_PROCESS) * config.model.block_size)
+
+
+def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress: bool = True) -> dict:
+    """Time `steps` training steps after `warmup` untimed ones; tokens/s from the median step."""
+    device = pick_device(config.train.device)
+    prepare_device(device)
+    trainer = single_process_trainer(config, device)
     memory = PeakMemory(device)
     memory.reset()
     watch = Stopwatch(device)
     for step in tqdm(range(warmup + steps), desc="training steps", disable=not progress):
         watch.mark()
-        train_step(step_model, optimizer, scaler, batches, generator, t, autocast, lr_at(step, t))
+        trainer.step(step)
     watch.mark()
     times = watch.intervals()
     median = statistics.median(times[warmup:])
-    tokens_per_step = t.batch_size * config.model.block_size * t.grad_accum_steps
     return {
-        "model": model,
-        "tokens_per_s": tokens_per_step / median,
+        "model": trainer.model,
+        "tokens_per_s": trainer.tokens_per_step / median,
         "step_s_median": median,
         "first_step_s": times[0],
-        "compile_s": times[0] - median if t.compile else None,
+        "compile_s": times[0] - median if config.train.compile else None,
         "peak_memory_bytes": memory.peak_bytes(),
     }
 
