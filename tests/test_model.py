@@ -123,6 +123,31 @@ def test_cached_generation_runs_past_block_size_by_refilling_from_recent_tokens(
     assert int(out.max()) < 11
 
 
+def test_one_token_steps_switch_onednn_off_only_while_they_run(monkeypatch):
+    model = small_model()
+    seen = []
+    block_forward = model.h[0].forward
+
+    def spy(x, cache=None):
+        seen.append((x.size(1), torch.backends.mkldnn.enabled))
+        return block_forward(x, cache)
+
+    monkeypatch.setattr(model.h[0], "forward", spy)
+    for _ in model.stream(torch.zeros(1, 2, dtype=torch.long), 4):
+        assert torch.backends.mkldnn.enabled  # the caller's code between steps runs as usual
+    assert seen == [(2, True), (1, False), (1, False), (1, False)]  # the prompt, then one-token steps
+
+    def fail_in_a_step(x, cache=None):
+        if not torch.backends.mkldnn.enabled:
+            raise RuntimeError("boom")
+        return block_forward(x, cache)
+
+    monkeypatch.setattr(model.h[0], "forward", fail_in_a_step)
+    with pytest.raises(RuntimeError, match="boom"):
+        model.generate(torch.zeros(1, 2, dtype=torch.long), 3)
+    assert torch.backends.mkldnn.enabled
+
+
 def test_sampling_is_reproducible_with_a_generator():
     model = small_model()
     idx = torch.zeros(1, 1, dtype=torch.long)
