@@ -25,23 +25,6 @@ from tinygpt.kv_cache import KVCache
 from tinygpt.sampling import sample_next
 
 
-@contextmanager
-def _torch_kernels_only() -> Iterator[None]:
-    """Run with oneDNN switched off, so that torch uses its own CPU kernels.
-
-    oneDNN sets up each call afresh, which costs more than the work of one
-    position: GELU over one 1,536-wide row takes 13 µs through oneDNN and 2 µs
-    through torch's kernel. Generating with it off for one-token steps is about
-    10% faster at shakespeare_char's size (2-core Xeon, float32).
-    """
-    enabled = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
-    try:
-        yield
-    finally:
-        torch.backends.mkldnn.enabled = enabled
-
-
 @dataclass
 class GPTConfig:
     """The shape of a GPT. Everything else about a run lives in the run config."""
@@ -199,6 +182,23 @@ class Block(nn.Module):
         return x
 
 
+@contextmanager
+def _torch_kernels_only() -> Iterator[None]:
+    """Run with oneDNN switched off, so that torch uses its own CPU kernels.
+
+    oneDNN sets up each call afresh, which costs more than the work of one
+    position: GELU over one 1,536-wide row takes 13 µs through oneDNN and 2 µs
+    through torch's kernel. Generating with it off for one-token steps is about
+    10% faster at shakespeare_char's size (2-core Xeon, float32).
+    """
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
 class GPT(nn.Module):
     """The whole model: embeddings → blocks → final layer norm → LM head tied to the embedding."""
 
@@ -349,7 +349,7 @@ class GPT(nn.Module):
             elif cache.length == 0:
                 logits, _ = self(context, cache=cache, last_only=True)
             else:
-                with _torch_kernels_only():  # one position: kernels set up in microseconds
+                with _torch_kernels_only():  # one position: oneDNN's set-up per call outweighs the work
                     logits, _ = self(context[:, -1:], cache=cache, last_only=True)
             next_id = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B, 1)
             yield next_id
