@@ -59,6 +59,24 @@ def test_no_bias_variant_has_no_bias_parameters():
     assert not any(name.endswith("bias") for name in model.state_dict())
 
 
+def test_dropout_runs_at_its_three_places_while_training_and_not_at_all_in_eval():
+    model = small_model(dropout=0.5)
+    calls = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.register_forward_hook(lambda *_: calls.append(1))
+    idx = torch.randint(11, (2, 16))
+    model.train()
+    first, second = model(idx)[0], model(idx)[0]
+    assert len(calls) == 2 * (1 + 2 * 3)  # embeddings, then attention and MLP in each of 3 blocks
+    assert not torch.equal(first, second)
+    calls.clear()
+    model.eval()
+    without = small_model(dropout=0.0)
+    without.load_state_dict(model.state_dict())
+    assert torch.equal(model(idx)[0], without(idx)[0]) and not calls
+
+
 def test_fast_and_explicit_attention_paths_give_the_same_logits():
     model = small_model()
     idx = torch.randint(11, (3, 16))

@@ -120,7 +120,7 @@ def gpt2_config(config: GPTConfig):
         n_layer=config.n_layer,
         n_head=config.n_head,
         n_inner=4 * config.n_embd,
-        activation_function="gelu",  # nn.GELU(), the exact form, as tinygpt's MLP
+        activation_function="gelu",  # F.gelu, the exact form, as tinygpt's MLP calls it
         layer_norm_epsilon=1e-5,
         resid_pdrop=config.dropout,  # dropout matters only when training
         embd_pdrop=config.dropout,
