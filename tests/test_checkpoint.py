@@ -76,9 +76,28 @@ def test_a_pickle_that_would_run_code_is_refused_and_does_not_run(tmp_path):
     assert not marker.exists()
     plain = tmp_path / "evil.pkl"
     plain.write_bytes(pickle.dumps(evil))
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match="not a tinygpt checkpoint"):  # a bare pickle, not torch.save's format
         read_checkpoint(plain)
     assert not marker.exists()
+
+
+class Opaque:  # an object of our own class: the safe loader will not import it
+    pass
+
+
+def test_an_object_of_a_class_is_refused_and_random_bytes_are_not_a_checkpoint(tmp_path):
+    objects = tmp_path / "objects.pt"
+    torch.save({"format_version": 1, "model": Opaque()}, objects)
+    with pytest.raises(UserError, match="refusing to load .* would run code"):
+        read_checkpoint(objects)
+    noise = tmp_path / "noise.pt"
+    noise.write_bytes(
+        torch.randint(0, 256, (5000,), generator=torch.Generator().manual_seed(1)).byte().numpy().tobytes()
+    )
+    with pytest.raises(
+        UserError, match=r"noise.pt is not a tinygpt checkpoint \(not a file written by torch.save\)"
+    ):
+        read_checkpoint(noise)
 
 
 @pytest.mark.parametrize("cut", [0, 100, -100])

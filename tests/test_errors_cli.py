@@ -9,6 +9,7 @@ real processes, a few at a time, each in a directory of its own.
 import copy
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -332,6 +333,11 @@ CASES = [
         "empty.pt is empty",
     ),
     Case("not-a-checkpoint", lambda g: checkpoint(g, b"some notes\n"), "x.pt is not a tinygpt checkpoint"),
+    Case(
+        "checkpoint-bare-pickle",
+        lambda g: checkpoint(g, pickle.dumps({"format_version": 1}, protocol=4)),
+        "x.pt is not a tinygpt checkpoint",
+    ),
     Case("checkpoint-newer-format", newer_format, "has format version 2, newer than this tinygpt reads (1)"),
     Case(
         "checkpoint-runs-code",

@@ -14,6 +14,7 @@ Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it
 import io
 import os
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -78,18 +79,17 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if path.is_dir():
         raise UserError(f"checkpoint {path} is a directory; pass a .pt file such as {path}/best.pt")
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch warns about formats it then fails on: our error says it once
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        if "weights_only" in str(e) or "Unsupported" in str(e):
+        if "GLOBAL" in str(e):  # it names a class or function: the safe loader will not import it
             raise UserError(
                 f"refusing to load {path}: it holds Python objects that would run code "
                 "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
                 "data; do not use this file"
             ) from None
-        raise UserError(
-            f"checkpoint {path} is damaged (unpickling failed: {e}); "
-            "use another checkpoint, e.g. last.pt or best.pt of the run"
-        ) from None
+        raise UserError(_unreadable(path)) from None  # bytes that are not a pickle at all
     except PermissionError:
         raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
     except Exception:  # anything else torch.load trips over: the bytes are not a checkpoint
