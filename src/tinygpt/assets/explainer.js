@@ -83,7 +83,7 @@ function layerNorm(x, T, w, b) {
   return y;
 }
 
-// The exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, as torch's nn.GELU(). JavaScript has no erf:
+// The exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, as torch's F.gelu. JavaScript has no erf:
 // its Taylor series near 0, and the continued fraction of erfc further out (both to ~1e-15).
 function erf(x) {
   const a = Math.abs(x);
