@@ -46,7 +46,7 @@ def describe(path: str | Path) -> str:
     lines += [
         "",
         f"vocabulary: {len(chars)} characters",
-        "  " + "".join(chars).encode("unicode_escape").decode(),
+        "  " + "".join(map(_visible, chars)),
     ]
     lines += ["", "parameters:"]
     lines += [f"  {name:<40} {n:>12,}" for name, n in parameter_table(model)]
