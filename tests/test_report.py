@@ -4,7 +4,7 @@ from tinygpt.report import describe
 
 
 def test_the_vocabulary_shows_letters_as_themselves_and_escapes_only_the_invisible(tmp_path):
-    chars = ["\t", "\n", " ", "\\", "a", "ß", "ä", "€"]
+    chars = ["\t", "\n", " ", "\\", "a", "ß", "ä", "\u0301", "€"]  # \u0301: a combining accent
     config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=1, n_head=2, n_embd=8)
     payload = {
         "format_version": FORMAT_VERSION,
@@ -15,5 +15,5 @@ def test_the_vocabulary_shows_letters_as_themselves_and_escapes_only_the_invisib
     }
     save_checkpoint(payload, tmp_path / "m.pt")
     lines = describe(tmp_path / "m.pt").splitlines()
-    at = lines.index("vocabulary: 8 characters")
-    assert lines[at + 1] == "  \\t\\n \\\\aßä€"
+    at = lines.index("vocabulary: 9 characters")
+    assert lines[at + 1] == "  \\t\\n \\\\aßä\\u0301€"

@@ -17,7 +17,7 @@ def glyph(char: str) -> str:
         return NAMED_GLYPHS[char]
     if ord(char) < 0x20:
         return chr(0x2400 + ord(char))  # Unicode's control pictures: ␀ … ␟
-    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me"):
+    if _is_mark(char):
         return "◌" + char  # a combining mark shown on a dotted circle instead of on its neighbour
     if not char.isprintable():
         return REPLACEMENT
@@ -28,7 +28,7 @@ def width(text: str) -> int:
     """Terminal columns text takes: 2 for wide characters (CJK, most emoji), 0 for combining marks."""
     total = 0
     for char in text:
-        if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me"):
+        if _is_mark(char):
             continue
         total += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
     return total
@@ -39,12 +39,21 @@ def pad(text: str, columns: int) -> str:
     return text + " " * max(0, columns - width(text))
 
 
+def escaped(char: str) -> str:
+    """The character itself where it shows on its own, else Python's escape: 'ä', '\\n', '\\u0301'.
+
+    A backslash is doubled, so that a run of escaped characters reads back unambiguously.
+    """
+    if char != "\\" and char.isprintable() and not _is_mark(char):
+        return char
+    return char.encode("unicode_escape").decode("ascii")
+
+
 def quoted(char: str) -> str:
     """A character in quotes with Python's escapes for the invisible ones: 'a', '\\n', ' ', '\\x1b'."""
-    if char == "'":
-        return '"\'"'
-    if char == "\\":
-        return "'\\\\'"
-    if char.isprintable() and not (unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me")):
-        return f"'{char}'"
-    return "'" + char.encode("unicode_escape").decode("ascii") + "'"
+    return '"\'"' if char == "'" else f"'{escaped(char)}'"
+
+
+def _is_mark(char: str) -> bool:
+    """A combining mark: printed alone, it lands on the character before it."""
+    return bool(unicodedata.combining(char)) or unicodedata.category(char) in ("Mn", "Me")

@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.display import escaped
 from tinygpt.model import GPT
 
 
@@ -46,18 +47,13 @@ def describe(path: str | Path) -> str:
     lines += [
         "",
         f"vocabulary: {len(chars)} characters",
-        "  " + "".join(map(_visible, chars)),
+        "  " + "".join(map(escaped, chars)),
     ]
     lines += ["", "parameters:"]
     lines += [f"  {name:<40} {n:>12,}" for name, n in parameter_table(model)]
     lines += ["", "training record:"]
     lines += [f"  {k:<14} {_fmt(v)}" for k, v in payload.get("record", {}).items()]
     return "\n".join(lines)
-
-
-def _visible(char: str) -> str:
-    """The character itself when printable, else its escape (\\n, \\t, \\x00 …)."""
-    return char if char.isprintable() and char != "\\" else char.encode("unicode_escape").decode()
 
 
 def _fmt(value: Any) -> str:
