@@ -40,7 +40,7 @@ def pad(text: str, columns: int) -> str:
 
 
 def escaped(char: str) -> str:
-    """The character itself where it shows on its own, else Python's escape: 'ä', '\\n', '\\u0301'.
+    """The character itself where it shows on its own, else Python's escape: ä stays ä, a newline is \\n.
 
     A backslash is doubled, so that a run of escaped characters reads back unambiguously.
     """
