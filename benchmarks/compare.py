@@ -43,7 +43,7 @@ from tinygpt.bench import single_process_trainer, synchronize  # noqa: E402
 from tinygpt.config import TrainSection, load_config  # noqa: E402
 from tinygpt.data import load_corpus  # noqa: E402
 from tinygpt.evaluate import split_loss  # noqa: E402
-from tinygpt.train import lr_at, pick_device, prepare_device  # noqa: E402
+from tinygpt.train import lr_at, pick_device, prepare_device, resolve_dtype  # noqa: E402
 
 # The reference's CPU recipe, from its README: train.py config/train_shakespeare_char.py --device=cpu
 # --compile=False --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4
@@ -180,7 +180,7 @@ def speed(args: argparse.Namespace) -> dict:
     return {
         "config": args.config,
         "overrides": args.set,
-        "dtype": config.train.dtype,
+        "dtype": resolve_dtype(config.train.dtype, device),
         "tokens_per_s": speeds,
         "steps_timed_each": len(step_times[run.name]),
         "ratio": speeds[run.name] / speeds[ref.name],

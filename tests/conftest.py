@@ -67,6 +67,7 @@ def tiny_raw(corpus: Path, out_dir: Path, **train) -> dict:
             "eval_iters": 4,
             "log_interval": 5,
             "device": "cpu",
+            "dtype": "float32",  # the same numbers on every CPU; train.dtype auto would pick by the CPU
             **train,
         },
         "out_dir": str(out_dir),

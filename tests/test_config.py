@@ -68,7 +68,7 @@ def test_overrides_apply_in_order_with_yaml_values(tmp_path):
         ("train: {learning_rate: 0}", r"train.learning_rate = 0 .* > 0"),
         ("train: {learning_rate: .nan}", r"train.learning_rate = nan"),
         ("train: {device: tpu}", r"train.device = 'tpu' .* one of auto, cpu, cuda, mps"),
-        ("train: {dtype: float8}", r"one of float32, bfloat16, float16"),
+        ("train: {dtype: float8}", r"one of auto, float32, bfloat16, float16"),
         ("train: {betas: [0.9]}", r"train.betas"),
         ("model: {n_embd: 100, n_head: 6}", r"n_embd = 100 is not divisible by model.n_head = 6"),
         ("train: {learning_rate: 1e-4, min_lr: 1e-3}", r"min_lr .* above"),

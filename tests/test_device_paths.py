@@ -8,7 +8,7 @@ from conftest import tiny_raw
 from tinygpt import GPT, GPTConfig
 from tinygpt.config import TrainSection, from_dict
 from tinygpt.data import Batches
-from tinygpt.train import autocast_for, make_optimizer, pick_device, prepare_device, train
+from tinygpt.train import autocast_for, make_optimizer, pick_device, prepare_device, resolve_dtype, train
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -67,6 +67,43 @@ def test_autocast_choice_per_device_and_dtype():
     assert bf16.device == "cuda" and bf16.fast_dtype == torch.bfloat16
     assert autocast_for(torch.device("cpu"), "bfloat16").fast_dtype == torch.bfloat16
     assert not isinstance(autocast_for(torch.device("cpu"), "float32"), torch.autocast)
+
+
+@pytest.mark.parametrize(
+    ("device", "capability", "cpu_bf16", "expected"),
+    [
+        ("cuda", (9, 0), False, "bfloat16"),  # H100/H200: bfloat16 tensor cores
+        ("cuda", (8, 0), False, "bfloat16"),  # A100
+        ("cuda", (7, 0), False, "float16"),  # V100: float16 tensor cores only
+        ("cpu", None, True, "bfloat16"),  # AVX-512 BF16 (and AMX)
+        ("cpu", None, False, "float32"),  # AVX2 or plain AVX-512: bfloat16 would be slower
+        ("mps", None, True, "float32"),
+    ],
+)
+def test_dtype_auto_picks_what_the_device_multiplies_natively(
+    monkeypatch, device, capability, cpu_bf16, expected
+):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: cpu_bf16)
+    assert resolve_dtype("auto", torch.device(device)) == expected
+    for explicit in ("float32", "bfloat16"):
+        assert resolve_dtype(explicit, torch.device(device)) == explicit  # a named precision stands
+
+
+def test_training_reports_what_auto_chose_and_warns_of_slow_bfloat16(
+    corpus_file, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)  # an AVX2 laptop, say
+    quick = {"max_iters": 2, "eval_interval": 2}
+    record = train(from_dict(tiny_raw(corpus_file, tmp_path / "auto", dtype="auto", **quick)), progress=False)
+    out = capsys.readouterr().out
+    assert record["dtype"] == "float32" and "(float32 by train.dtype auto)" in out
+    assert "no bfloat16 instructions" not in out
+    record = train(
+        from_dict(tiny_raw(corpus_file, tmp_path / "bf16", dtype="bfloat16", **quick)), progress=False
+    )
+    assert record["dtype"] == "bfloat16"
+    assert "no bfloat16 instructions (AVX-512 BF16)" in capsys.readouterr().out
 
 
 def test_auto_prefers_cuda_when_present(monkeypatch):

@@ -113,7 +113,8 @@ def check_valid(config: RunConfig) -> None:
     assert 0 <= m.dropout < 1 and 0 < d.val_fraction < 1 and isinstance(m.bias, bool)
     assert 0 <= t.min_lr <= t.learning_rate and math.isfinite(t.learning_rate)
     assert len(t.betas) == 2 and all(0 <= b < 1 for b in t.betas)
-    assert t.device in ("auto", "cpu", "cuda", "mps") and t.dtype in ("float32", "bfloat16", "float16")
+    assert t.device in ("auto", "cpu", "cuda", "mps")
+    assert t.dtype in ("auto", "float32", "bfloat16", "float16")
     assert from_dict(config.to_dict()) == config  # what it saves in config.yaml loads back the same
 
 

@@ -50,6 +50,7 @@ from tinygpt.train import (
     make_optimizer,
     pick_device,
     prepare_device,
+    resolve_dtype,
     train_step,
 )
 
@@ -150,19 +151,21 @@ class Trainer:
     model: GPT
     step: Callable[[int], None]
     tokens_per_step: int
+    dtype: str  # the training precision, train.dtype auto resolved for the device
 
 
 def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
     """Model, optimizer, batches and step of one training process, with no run directory."""
     t = config.train
-    autocast = autocast_for(device, t.dtype)
+    dtype = resolve_dtype(t.dtype, device)
+    autocast = autocast_for(device, dtype)
     corpus = load_corpus(config.data, config.model.block_size)
     torch.manual_seed(t.seed)
     model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
     check_fits(model_config, device)
     model = GPT(model_config).to(device)
     optimizer = make_optimizer(model, t, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == "float16")
     step_model = torch.compile(model) if t.compile else model
     batches = Batches(corpus.train, config.model.block_size, t.batch_size, device)
     generator = torch.Generator().manual_seed(t.seed)
@@ -170,7 +173,7 @@ def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
     def step(i: int) -> None:
         train_step(step_model, optimizer, scaler, batches, generator, t, autocast, lr_at(i, t))
 
-    return Trainer(model, step, global_batch(t, ONE_PROCESS) * config.model.block_size)
+    return Trainer(model, step, global_batch(t, ONE_PROCESS) * config.model.block_size, dtype)
 
 
 def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress: bool = True) -> dict:
@@ -189,6 +192,7 @@ def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress
     median = statistics.median(times[warmup:])
     return {
         "model": trainer.model,
+        "dtype": trainer.dtype,
         "tokens_per_s": trainer.tokens_per_step / median,
         "step_s_median": median,
         "first_step_s": times[0],
@@ -239,8 +243,7 @@ def benchmark(
         "no_cache": generation_speed(model, lengths, False, progress),
     }
     del model
-    dtype = getattr(torch, config.train.dtype)
-    peak = matmul_peak(device, dtype, progress)
+    peak = matmul_peak(device, getattr(torch, training["dtype"]), progress)
     achieved = flops * training["tokens_per_s"]
     return {
         "device": _device_name(device),
@@ -277,7 +280,7 @@ def format_report(result: dict[str, Any]) -> str:
     lines = [
         f"device: {result['device']}, torch {result['torch']}, {result['threads']} threads{busy}",
         f"model: {m['n_layer']} layers, {m['n_head']} heads, {m['n_embd']} wide, block {m['block_size']}, "
-        f"dropout {m['dropout']}; batch {t['batch_size']}×{t['grad_accum_steps']}, {t['dtype']}, "
+        f"dropout {m['dropout']}; batch {t['batch_size']}×{t['grad_accum_steps']}, {tr['dtype']}, "
         f"compile {t['compile']}",
         f"training: {tr['tokens_per_s']:,.0f} tokens/s (median step {tr['step_s_median'] * 1e3:.1f} ms; "
         f"first step {tr['first_step_s']:.2f} s"
@@ -285,7 +288,7 @@ def format_report(result: dict[str, Any]) -> str:
         + ")",
         f"peak memory while training: {tr['peak_memory_bytes'] / 2**20:,.0f} MiB",
         f"MFU: {result['mfu']:.1%} = {result['flops_per_token'] / 1e6:.2f} MFLOP/token × tokens/s "
-        f"= {result['achieved_flops'] / 1e9:,.1f} GFLOP/s of a measured {t['dtype']} matmul peak of "
+        f"= {result['achieved_flops'] / 1e9:,.1f} GFLOP/s of a measured {tr['dtype']} matmul peak of "
         f"{result['peak_matmul_flops'] / 1e9:,.1f} GFLOP/s",
     ]
     for mode, label in (("cache", "with KV cache"), ("no_cache", "without cache")):

@@ -84,9 +84,10 @@ class TrainSection:
     seed: int = setting(1337, "seed for initialisation, batches and dropout", low=0, high=2**32 - 1)
     device: str = setting("auto", "where to train", choices=("auto", "cpu", "cuda", "mps"))
     dtype: str = setting(
-        "float32",
-        "training precision (autocast for the 16-bit ones)",
-        choices=("float32", "bfloat16", "float16"),
+        "auto",
+        "training precision (autocast for the 16-bit ones); auto: bfloat16 where the device multiplies "
+        "it natively, float16 on pre-Ampere CUDA GPUs, else float32",
+        choices=("auto", "float32", "bfloat16", "float16"),
     )
     compile: bool = setting(False, "torch.compile the model")
 

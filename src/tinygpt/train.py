@@ -60,6 +60,33 @@ def prepare_device(device: torch.device) -> None:
         torch.backends.cudnn.allow_tf32 = True
 
 
+def cpu_multiplies_bfloat16() -> bool:
+    """Whether this CPU has bfloat16 dot-product instructions (x86's AVX-512 BF16; AMX CPUs have them too).
+
+    Without them each bfloat16 matmul runs a much slower path: with oneDNN capped to
+    AVX-512 without BF16 (or to AVX2) on this project's Xeon, cpu.yaml trains 3× (or 28×)
+    slower in bfloat16 than in float32 (BENCHMARKS.md).
+    """
+    probe = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # torch's own CPU feature check
+    return bool(probe and probe())
+
+
+def resolve_dtype(name: str, device: torch.device) -> str:
+    """train.dtype auto → the fastest precision that trains to float32's loss on `device`.
+
+    bfloat16 on CUDA GPUs with bfloat16 tensor cores (compute capability ≥ 8, Ampere on)
+    and on CPUs that multiply it natively; float16 (with loss scaling) on older CUDA GPUs;
+    float32 elsewhere (other CPUs, MPS).
+    """
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "bfloat16" if torch.cuda.get_device_capability(device)[0] >= 8 else "float16"
+    if device.type == "cpu" and cpu_multiplies_bfloat16():
+        return "bfloat16"
+    return "float32"
+
+
 def autocast_for(device: torch.device, dtype: str):
     """The mixed-precision context for a training dtype (float32: none)."""
     if dtype == "float32":
@@ -240,7 +267,8 @@ def _train(
     t = config.train
     device = ranks.device
     prepare_device(device)
-    autocast = autocast_for(device, t.dtype)
+    dtype = resolve_dtype(t.dtype, device)
+    autocast = autocast_for(device, dtype)
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
     run.prepare(config, resume, write=ranks.is_main)
@@ -255,7 +283,7 @@ def _train(
         model = GPT(model_config)
     model.to(device)
     optimizer = make_optimizer(model, t, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=t.dtype == "float16")
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == "float16")
     step_model = torch.compile(model) if t.compile else model
     step_model = ranks.wrap(step_model)  # DistributedDataParallel when there are several ranks
 
@@ -284,7 +312,7 @@ def _train(
             run.rewind_metrics(state["step"])
     tokens_per_step = global_batch(t, ranks) * model_config.block_size
     if ranks.is_main:
-        _print_summary(model, corpus, device, t, run, state["step"], ranks)
+        _print_summary(model, corpus, device, dtype, t, run, state["step"], ranks)
 
     last_saved = state["step"] if saved is not None else None  # the step last.pt holds
 
@@ -301,7 +329,7 @@ def _train(
             "model": model.state_dict(),
             "tokenizer": corpus.tokenizer.chars,
             "config": config.to_dict(),
-            "record": _record(state, device, t, model, ranks),
+            "record": _record(state, device, dtype, t, model, ranks),
         }
         if with_state:
             payload["optimizer"] = optimizer.state_dict()  # the same on every rank
@@ -412,7 +440,7 @@ def _train(
             interval_start, interval_steps = now, 0
     bar.close()
     state["wall_time_s"] = time.perf_counter() - started
-    return _record(state, device, t, model, ranks)
+    return _record(state, device, dtype, t, model, ranks)
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:
@@ -453,12 +481,12 @@ def _restore_rng(state: dict[str, Any], generator: torch.Generator, device: torc
 
 
 def _record(
-    state: dict[str, Any], device: torch.device, t: TrainSection, model: GPT, ranks: Ranks
+    state: dict[str, Any], device: torch.device, dtype: str, t: TrainSection, model: GPT, ranks: Ranks
 ) -> dict[str, Any]:
     return {
         **state,
         "device": str(device),
-        "dtype": t.dtype,
+        "dtype": dtype,
         "torch_version": str(torch.__version__),
         "num_params": model.num_params(),
         "world_size": ranks.world_size,
@@ -470,6 +498,7 @@ def _print_summary(
     model: GPT,
     corpus: Corpus,
     device: torch.device,
+    dtype: str,
     t: TrainSection,
     run: RunDirectory,
     step: int,
@@ -486,8 +515,14 @@ def _print_summary(
     )
     print(
         f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
-        f"({t.dtype}){f', resuming at step {step}' if step else ''}; run directory {run.path}"
+        f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
+        f"{f', resuming at step {step}' if step else ''}; run directory {run.path}"
     )
+    if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
+        print(
+            "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "
+            "slower than float32 here; set train.dtype to auto or float32"
+        )
     if ranks.distributed:
         print(
             f"distributed: {ranks.world_size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), "
