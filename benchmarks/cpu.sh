@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every CPU figure in BENCHMARKS.md, one command each, in order (about 55 minutes on 2 cores).
+# Every CPU figure in BENCHMARKS.md, one command each, in order (about 60 minutes on 2 cores).
 # Results (JSON, SVG plots, the log) go to benchmarks/results/.
 #
 #   bash benchmarks/cpu.sh /path/to/nanoGPT /path/to/tinyshakespeare.txt
@@ -27,7 +27,7 @@ COMPARE=(python benchmarks/compare.py)
   "${COMPARE[@]}" speed --nanogpt "$NANOGPT" --config benchmarks/configs/nanogpt_cpu.yaml \
     --set train.dtype=bfloat16 --json "$R/speed_recipe_bfloat16.json"
 
-  echo "== 2. training speed side by side, the shakespeare_char size (bfloat16, dropout 0.2)"
+  echo "== 2. training speed side by side, the shakespeare_char size (dtype auto: bfloat16 here; dropout 0.2)"
   "${COMPARE[@]}" speed --nanogpt "$NANOGPT" --config configs/shakespeare_char.yaml --set "data.corpus=$TS" \
     --rounds 10 --steps-per-round 2 --warmup 1 --json "$R/speed_shakespeare_char.json"
 
@@ -71,4 +71,14 @@ COMPARE=(python benchmarks/compare.py)
   echo "== 9. quality against wall-clock time: the reference's recipe and cpu.yaml (10 minutes)"
   "${COMPARE[@]}" quality --nanogpt "$NANOGPT" --corpus "$TS" --run configs/cpu.yaml --evals 10 \
     --target 1.8 --target 1.6 --plot "$R/quality_10min.svg" --json "$R/quality_10min.json"
+
+  echo "== 10. bfloat16 against float32 with the CPU's bfloat16 instructions and, imitated, without them"
+  DTYPE_SPEED=(python benchmarks/dtype_speed.py --config configs/cpu.yaml --set "data.corpus=$TS")
+  "${DTYPE_SPEED[@]}" --json "$R/dtype_speed_cpu.json"
+  ONEDNN_MAX_CPU_ISA=AVX512_CORE "${DTYPE_SPEED[@]}" --json "$R/dtype_speed_cpu_avx512.json"
+  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 "${DTYPE_SPEED[@]}" --rounds 3 --json "$R/dtype_speed_cpu_avx2.json"
+  for config in cpu_quick tiny; do
+    python benchmarks/dtype_speed.py --config configs/$config.yaml --set "data.corpus=$TS" --rounds 10 \
+      --steps-per-round 5 --json "$R/dtype_speed_$config.json"
+  done
 } 2>&1 | tee "$R/cpu.log"
