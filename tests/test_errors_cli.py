@@ -130,6 +130,7 @@ class Case:
     skip: str | None = None
     absent: str | None = None  # a file that must not exist afterwards
     file_size_limit: int | None = None  # bytes any one file may reach: a disk that fills up
+    env: dict[str, str] | None = None  # environment variables set for this case only
 
 
 CUDA = torch.cuda.is_available()
@@ -186,6 +187,14 @@ CASES = [
         lambda g: train(g, train={"device": "cuda"}),
         "device cuda was asked for, but CUDA is not available on this machine",
         skip=NO_CUDA_HERE if CUDA else None,
+    ),
+    Case(
+        "compile-without-compiler",
+        lambda g: train(g, train={"compile": True}),
+        "train.compile is true, but torch.compile does not work on this machine (InvalidCxxCompiler",
+        absent="run",
+        # no C++ compiler, and a cache of compiled kernels of its own (relative: in the case's directory)
+        env={"CXX": "/nowhere/g++", "TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
     ),
     Case(
         "malformed-yaml",
@@ -383,6 +392,7 @@ def run(job):
         out = os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, fd)
         os.close(out)
+    os.environ.update(job["env"])
     if job["file_size_limit"]:  # writes past it fail with EFBIG, as on a full disk
         resource.setrlimit(resource.RLIMIT_FSIZE, (job["file_size_limit"],) * 2)
     sys.argv = job["argv"]
@@ -432,6 +442,7 @@ def outcomes(tmp_path_factory, trained_run) -> dict[str, subprocess.CompletedPro
                     "stdout": str(outputs / f"{case.id}.out"),
                     "stderr": str(outputs / f"{case.id}.err"),
                     "file_size_limit": case.file_size_limit,
+                    "env": case.env or {},
                 }
             )
         runner = subprocess.run(

@@ -45,6 +45,7 @@ from tinygpt.memory import check_fits
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.train import (
     autocast_for,
+    check_compile_works,
     global_batch,
     lr_at,
     make_optimizer,
@@ -159,6 +160,8 @@ def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
     t = config.train
     dtype = resolve_dtype(t.dtype, device)
     autocast = autocast_for(device, dtype)
+    if t.compile:
+        check_compile_works(device)
     corpus = load_corpus(config.data, config.model.block_size)
     torch.manual_seed(t.seed)
     model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))

@@ -87,6 +87,19 @@ def resolve_dtype(name: str, device: torch.device) -> str:
     return "float32"
 
 
+def check_compile_works(device: torch.device) -> None:
+    """Compile a two-operation function first, so that a machine without what torch.compile needs
+    (a C++ compiler on CPU, Triton on CUDA) stops with one clear message before training starts."""
+    try:
+        torch.compile(lambda x: torch.relu(x) + 1)(torch.ones(8, device=device))
+    except Exception as error:  # whatever fails here would fail the first training step
+        reason = next(iter(str(error).strip().splitlines()), type(error).__name__)
+        raise UserError(
+            f"train.compile is true, but torch.compile does not work on this machine ({reason}); "
+            "install what it needs (a C++ compiler for CPU, Triton for CUDA) or set train.compile: false"
+        ) from None
+
+
 def autocast_for(device: torch.device, dtype: str):
     """The mixed-precision context for a training dtype (float32: none)."""
     if dtype == "float32":
@@ -269,6 +282,8 @@ def _train(
     prepare_device(device)
     dtype = resolve_dtype(t.dtype, device)
     autocast = autocast_for(device, dtype)
+    if t.compile:
+        check_compile_works(device)
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
     run.prepare(config, resume, write=ranks.is_main)
