@@ -19,6 +19,19 @@ def test_encoding_uses_the_sorted_vocabulary():
     assert ids.dtype == torch.int32
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [b"to be\r\nor not\r\n", b"to be\ror not\r", b"\xef\xbb\xbfto be\nor not\n"],
+    ids=["windows-line-endings", "old-mac-line-endings", "byte-order-mark"],
+)
+def test_a_corpus_reads_as_python_reads_text(tmp_path, raw):
+    path = tmp_path / "c.txt"
+    path.write_bytes(raw)
+    tok, ids = load_ids(path)
+    assert tok.decode(ids.tolist()) == "to be\nor not\n"
+    assert tok.chars == sorted(set("to be\nor not\n"))  # no \r, no \ufeff
+
+
 def test_ids_are_cached_beside_the_corpus_and_refreshed_when_it_changes(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("hello world")

@@ -18,7 +18,7 @@ from tinygpt.shakespeare import build_corpus
 from tinygpt.tokenizer import CharTokenizer
 
 BUILTIN_CORPORA = {"shakespeare": "shakespeare.txt"}
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: line endings made \n and a byte-order mark dropped before encoding
 
 
 def resolve_corpus(data: DataSection) -> Path:
@@ -37,18 +37,23 @@ def resolve_corpus(data: DataSection) -> Path:
 
 
 def read_text(path: Path) -> str:
-    """The whole file as text, or a UserError that says why it is not UTF-8 text."""
+    """The whole file as text, or a UserError that says why it is not UTF-8 text.
+
+    Read as Python reads text files: Windows (\r\n) and old Mac (\r) line endings become
+    \n, and a leading byte-order mark is dropped, so neither ends up in the vocabulary.
+    """
     try:
         raw = path.read_bytes()
     except PermissionError:
         raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise UserError(
             f"corpus file {path} is not UTF-8 text: byte 0x{raw[e.start]:02x} at offset "
             f"{e.start} cannot be decoded; convert the file to UTF-8"
         ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def encode_corpus(text: str) -> tuple[CharTokenizer, torch.Tensor]:
