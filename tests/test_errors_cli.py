@@ -163,6 +163,12 @@ CASES = [
         absent="run/*.pt",
     ),
     Case(
+        "batch-too-large",
+        lambda g: train(g, train={"batch_size": 100_000_000}),
+        "the batch is too large to train here: 100,000,000 × 16 tokens need at least",
+        absent="run",
+    ),
+    Case(
         "n-embd-not-divisible",
         lambda g: train(g, model={"n_embd": 100, "n_head": 3}),
         "model.n_embd = 100 is not divisible by model.n_head = 3",

@@ -5,7 +5,7 @@ import torch
 
 from tinygpt import memory
 from tinygpt.errors import UserError
-from tinygpt.memory import check_fits, free_memory, parameter_count
+from tinygpt.memory import activation_bytes, check_fits, free_memory, parameter_count
 from tinygpt.model import GPT, GPTConfig
 
 
@@ -22,13 +22,33 @@ def test_free_memory_on_cpu_is_a_plausible_byte_count():
     assert free is None or 2**20 < free < 2**50
 
 
-def test_a_model_larger_than_free_memory_is_refused(monkeypatch):
+def test_a_model_or_batch_larger_than_free_memory_is_refused(monkeypatch):
     config = GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=2, n_embd=64)
-    needed = parameter_count(config) * 16
-    monkeypatch.setattr(memory, "free_memory", lambda device: needed)
-    check_fits(config, torch.device("cpu"))  # exactly enough: allowed
-    monkeypatch.setattr(memory, "free_memory", lambda device: needed - 1)
+    cpu = torch.device("cpu")
+    state, activations = parameter_count(config) * 16, activation_bytes(config, batch_size=8)
+    monkeypatch.setattr(memory, "free_memory", lambda device: state + activations)
+    check_fits(config, 8, cpu)  # exactly enough: allowed
+    with pytest.raises(UserError, match=r"the batch is too large to train here: 9 × 64 tokens need at least"):
+        check_fits(config, 9, cpu)
+    monkeypatch.setattr(memory, "free_memory", lambda device: state - 1)
     with pytest.raises(UserError, match=f"{parameter_count(config):,} parameters need at least"):
-        check_fits(config, torch.device("cpu"))
+        check_fits(config, 1, cpu)
     monkeypatch.setattr(memory, "free_memory", lambda device: None)  # unknown: no check
-    check_fits(config, torch.device("cpu"))
+    check_fits(config, 10**9, cpu)
+
+
+def test_the_activation_bound_is_below_what_a_training_step_keeps():
+    """The bound counts a subset of the tensors autograd saves: it must not exceed what they take."""
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=65, block_size=32, n_layer=2, n_head=2, n_embd=64, dropout=0.0)
+    model, idx = GPT(config), torch.randint(65, (4, 32))
+    saved = {}  # by storage, so that views of one tensor count once
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        model(idx, targets=idx)
+    weights = sum(p.untyped_storage().nbytes() for p in model.parameters())
+    assert activation_bytes(config, batch_size=4) <= sum(saved.values()) - weights

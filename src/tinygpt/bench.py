@@ -165,7 +165,7 @@ def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
     corpus = load_corpus(config.data, config.model.block_size)
     torch.manual_seed(t.seed)
     model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
-    check_fits(model_config, device)
+    check_fits(model_config, t.batch_size, device)
     model = GPT(model_config).to(device)
     optimizer = make_optimizer(model, t, device)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == "float16")

@@ -1,10 +1,16 @@
-"""Will the model fit? A check before any weight is allocated.
+"""Will training fit? A check before any weight is allocated.
 
-A config with a typo in a size (n_embd: 200000) would otherwise ask the
-allocator for terabytes and end in an out-of-memory crash, or a machine that
-swaps for minutes first. Training needs, per parameter, at least its float32
-weight, its gradient and AdamW's two moment estimates: 16 bytes. Activations
-come on top, so this is a lower bound and refuses only what cannot work.
+A config with a typo in a size (n_embd: 200000, batch_size: 100000) would
+otherwise ask the allocator for terabytes and end in an out-of-memory crash,
+or a machine that swaps for minutes first. Both figures below are lower
+bounds, so the check refuses only what cannot work:
+
+- per parameter, its float32 weight, its gradient and AdamW's two moment
+  estimates: 16 bytes;
+- per token of a micro-batch, what the forward pass must keep for the
+  backward: the input of each of a block's four linear maps (C, C, C and 4·C
+  values), at least 2 bytes each (bfloat16), and the float32 logits that the
+  loss reads (vocab_size values).
 """
 
 import os
@@ -16,6 +22,7 @@ from tinygpt.errors import UserError
 from tinygpt.model import GPTConfig
 
 TRAINING_BYTES_PER_PARAMETER = 16  # weight, gradient, AdamW's exp_avg and exp_avg_sq, all float32
+LINEAR_INPUTS_PER_BLOCK = 7  # × n_embd values per token: c_attn, attn.c_proj, c_fc (C each), mlp.c_proj (4·C)
 GiB = 2**30
 
 
@@ -45,14 +52,28 @@ def free_memory(device: torch.device) -> int | None:
     return None
 
 
-def check_fits(c: GPTConfig, device: torch.device) -> None:
-    """Raise UserError when training the model could not fit in the device's free memory."""
+def activation_bytes(c: GPTConfig, batch_size: int) -> int:
+    """A lower bound on what one micro-batch's forward pass keeps for the backward, in bytes."""
+    per_token = c.n_layer * LINEAR_INPUTS_PER_BLOCK * c.n_embd * 2 + c.vocab_size * 4
+    return batch_size * c.block_size * per_token
+
+
+def check_fits(c: GPTConfig, batch_size: int, device: torch.device) -> None:
+    """Raise UserError when training could not fit in the device's free memory."""
     free = free_memory(device)
-    needed = parameter_count(c) * TRAINING_BYTES_PER_PARAMETER
-    if free is None or needed <= free:
+    state = parameter_count(c) * TRAINING_BYTES_PER_PARAMETER
+    activations = activation_bytes(c, batch_size)
+    if free is None or state + activations <= free:
         return
+    if state > free:
+        raise UserError(
+            f"the model is too large to train here: {parameter_count(c):,} parameters need at least "
+            f"{state / GiB:,.1f} GiB (weights, gradients and AdamW state), and {device.type} has "
+            f"{free / GiB:,.1f} GiB free; make model.n_embd or model.n_layer smaller"
+        )
     raise UserError(
-        f"the model is too large to train here: {parameter_count(c):,} parameters need at least "
-        f"{needed / GiB:,.1f} GiB (weights, gradients and AdamW state), and {device.type} has "
-        f"{free / GiB:,.1f} GiB free; make model.n_embd or model.n_layer smaller"
+        f"the batch is too large to train here: {batch_size:,} × {c.block_size} tokens need at least "
+        f"{activations / GiB:,.1f} GiB for the backward pass, on top of {state / GiB:,.1f} GiB for the "
+        f"model, and {device.type} has {free / GiB:,.1f} GiB free; make train.batch_size smaller "
+        "(train.grad_accum_steps keeps the batch per optimizer step) or model.block_size"
     )

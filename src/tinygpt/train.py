@@ -285,16 +285,16 @@ def _train(
     if t.compile:
         check_compile_works(device)
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
+    model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
+    check_fits(model_config, t.batch_size, device)
     saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
     run.prepare(config, resume, write=ranks.is_main)
 
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
-    model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
     if saved is not None:
         _check_same_model(saved, model_config, run.last)
         model = model_from_payload(saved, run.last)
     else:
-        check_fits(model_config, device)
         model = GPT(model_config)
     model.to(device)
     optimizer = make_optimizer(model, t, device)
