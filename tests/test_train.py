@@ -5,11 +5,12 @@ import torch
 import yaml
 from conftest import tiny_raw
 
+import tinygpt.train as train_module
 from tinygpt import GPT, load_checkpoint
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
-from tinygpt.train import lr_at, make_optimizer, train
+from tinygpt.train import lr_at, make_optimizer, out_of_memory, train
 
 
 def test_training_learns_and_writes_a_complete_run_directory(tiny_config):
@@ -108,3 +109,37 @@ def test_compiled_training_takes_the_same_steps_as_eager(corpus_file, tmp_path):
     assert runs["compiled"]["val_loss"] == pytest.approx(runs["eager"]["val_loss"], abs=1e-3)
     model, _, record = load_checkpoint(tmp_path / "compiled" / "best.pt")  # saved as the plain model
     assert record["step"] == runs["compiled"]["best_step"] and isinstance(model, GPT)
+
+
+CPU_ALLOCATOR_FAILURE = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+    "you tried to allocate 419430400000 bytes. Error code 12 (Cannot allocate memory)"
+)  # torch's own words on CPU
+
+
+def test_running_out_of_memory_mid_run_is_a_user_error_and_keeps_the_checkpoints(
+    corpus_file, tmp_path, monkeypatch
+):
+    run_step = train_module.train_step
+
+    def step_then_run_out(*args, **kwargs):
+        if len(taken) == 25:  # after the checkpoints of step 20
+            raise RuntimeError(CPU_ALLOCATOR_FAILURE)
+        taken.append(1)
+        return run_step(*args, **kwargs)
+
+    taken = []
+    monkeypatch.setattr(train_module, "train_step", step_then_run_out)
+    config = from_dict(tiny_raw(corpus_file, tmp_path / "run"))
+    with pytest.raises(UserError, match=r"out of memory on cpu: .* make train.batch_size smaller") as error:
+        train(config, progress=False)
+    assert f"checkpoints already in {tmp_path / 'run'} are intact" in str(error.value)
+    assert read_checkpoint(tmp_path / "run" / "last.pt")["record"]["step"] == 20
+    assert not (tmp_path / "run" / "lock").exists()  # the run directory is free to --resume
+
+
+def test_out_of_memory_is_told_from_other_runtime_errors():
+    assert out_of_memory(RuntimeError(CPU_ALLOCATOR_FAILURE))
+    assert out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"))
+    assert out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 8.00 GB)"))
+    assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))

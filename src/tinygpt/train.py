@@ -270,7 +270,27 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
         RunDirectory(config.out_dir) as run,
         StopRequest() as stop,
     ):
-        return _train(config, resume, progress, ranks, run, stop)
+        try:
+            return _train(config, resume, progress, ranks, run, stop)
+        except RuntimeError as error:
+            if not out_of_memory(error):
+                raise
+            raise UserError(
+                f"out of memory on {ranks.device.type}: a training step needs more than is free; make "
+                "train.batch_size smaller (train.grad_accum_steps keeps the batch per optimizer step), "
+                f"or model.block_size, or the model; checkpoints already in {run.path} are intact "
+                "(--resume continues from last.pt)"
+            ) from None
+
+
+def out_of_memory(error: RuntimeError) -> bool:
+    """Whether torch's allocator ran out: on CUDA its own exception, on CPU and MPS its message."""
+    message = str(error)
+    return (
+        isinstance(error, torch.cuda.OutOfMemoryError)
+        or "can't allocate memory" in message  # CPU
+        or "MPS backend out of memory" in message
+    )
 
 
 def _train(
@@ -354,7 +374,6 @@ def _train(
         save_checkpoint(payload, path)
 
     def stop_diverged(what: str) -> NoReturn:
-        bar.close()
         kept = (
             f"{run.last} still holds step {last_saved}, to --resume from"
             if last_saved is not None
@@ -384,76 +403,75 @@ def _train(
         unit="step",
         dynamic_ncols=True,
     )
-    started = time.perf_counter() - state["wall_time_s"]
-    interval_start, interval_steps = time.perf_counter(), 0
-    step = start_step
-    stop.arm()
-    while True:
-        last_step = step == t.max_iters
-        evaluated_already = resume and step == start_step  # the checkpoint we resumed from
-        if (step % t.eval_interval == 0 or last_step) and not evaluated_already:
-            stop_if_diverged(step)
-            losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast, ranks)
-            if not all(math.isfinite(v) for v in losses.values()):
-                stop_diverged(f"the evaluation at step {step} gave losses {losses}")
-            state.update(
-                step=step,
-                train_loss=losses["train"],
-                val_loss=losses["val"],
-                wall_time_s=time.perf_counter() - started,
-            )
-            improved = losses["val"] < state["best_val_loss"]  # the same on every rank: losses are summed
-            if improved:
-                state.update(best_val_loss=losses["val"], best_step=step)
-            if ranks.is_main:
-                run.log(
-                    {
-                        "step": step,
-                        "tokens": state["tokens_seen"],
-                        "train_loss": losses["train"],
-                        "val_loss": losses["val"],
-                        "lr": lr_at(step, t),
-                        "time_s": state["wall_time_s"],
-                    }
+    with bar:  # closed however the loop ends, so that an error line starts on a line of its own
+        started = time.perf_counter() - state["wall_time_s"]
+        interval_start, interval_steps = time.perf_counter(), 0
+        step = start_step
+        stop.arm()
+        while True:
+            last_step = step == t.max_iters
+            evaluated_already = resume and step == start_step  # the checkpoint we resumed from
+            if (step % t.eval_interval == 0 or last_step) and not evaluated_already:
+                stop_if_diverged(step)
+                losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast, ranks)
+                if not all(math.isfinite(v) for v in losses.values()):
+                    stop_diverged(f"the evaluation at step {step} gave losses {losses}")
+                state.update(
+                    step=step,
+                    train_loss=losses["train"],
+                    val_loss=losses["val"],
+                    wall_time_s=time.perf_counter() - started,
                 )
-                bar.write(
-                    f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
-                    + (" (best)" if improved else "")
-                )
-            if step > start_step:
-                checkpoint(run.last, with_state=True)
-                last_saved = step
+                improved = losses["val"] < state["best_val_loss"]  # the same on every rank: losses are summed
                 if improved:
-                    checkpoint(run.best, with_state=False)
-        if last_step:
-            break
-        signum = _agreed_stop(stop, ranks, step, t.log_interval)
-        if signum:  # Ctrl-C or SIGTERM came during the step just finished: save it and stop
-            stop_if_diverged(step)
-            if last_saved != step:
-                state["wall_time_s"] = time.perf_counter() - started
-                checkpoint(run.last, with_state=True)
-            bar.close()
-            raise Interrupted(
-                signum, f"stopped by {signal.Signals(signum).name} at step {step}; saved {run.last}"
-            )
+                    state.update(best_val_loss=losses["val"], best_step=step)
+                if ranks.is_main:
+                    run.log(
+                        {
+                            "step": step,
+                            "tokens": state["tokens_seen"],
+                            "train_loss": losses["train"],
+                            "val_loss": losses["val"],
+                            "lr": lr_at(step, t),
+                            "time_s": state["wall_time_s"],
+                        }
+                    )
+                    bar.write(
+                        f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}"
+                        + (" (best)" if improved else "")
+                    )
+                if step > start_step:
+                    checkpoint(run.last, with_state=True)
+                    last_saved = step
+                    if improved:
+                        checkpoint(run.best, with_state=False)
+            if last_step:
+                break
+            signum = _agreed_stop(stop, ranks, step, t.log_interval)
+            if signum:  # Ctrl-C or SIGTERM came during the step just finished: save it and stop
+                stop_if_diverged(step)
+                if last_saved != step:
+                    state["wall_time_s"] = time.perf_counter() - started
+                    checkpoint(run.last, with_state=True)
+                raise Interrupted(
+                    signum, f"stopped by {signal.Signals(signum).name} at step {step}; saved {run.last}"
+                )
 
-        lr = lr_at(step, t)
-        loss = train_step(step_model, optimizer, scaler, train_batches, generator, t, autocast, lr, ranks)
-        step += 1
-        state["step"] = step
-        state["tokens_seen"] += tokens_per_step
-        bar.update(1)
-        watch.add(step, loss)
+            lr = lr_at(step, t)
+            loss = train_step(step_model, optimizer, scaler, train_batches, generator, t, autocast, lr, ranks)
+            step += 1
+            state["step"] = step
+            state["tokens_seen"] += tokens_per_step
+            bar.update(1)
+            watch.add(step, loss)
 
-        interval_steps += 1
-        if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
-            stop_if_diverged(step)
-            now = time.perf_counter()
-            speed = interval_steps * tokens_per_step / (now - interval_start)
-            bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
-            interval_start, interval_steps = now, 0
-    bar.close()
+            interval_steps += 1
+            if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
+                stop_if_diverged(step)
+                now = time.perf_counter()
+                speed = interval_steps * tokens_per_step / (now - interval_start)
+                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+                interval_start, interval_steps = now, 0
     state["wall_time_s"] = time.perf_counter() - started
     return _record(state, device, dtype, t, model, ranks)
 
