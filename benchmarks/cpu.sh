@@ -81,4 +81,9 @@ COMPARE=(python benchmarks/compare.py)
     python benchmarks/dtype_speed.py --config configs/$config.yaml --set "data.corpus=$TS" --rounds 10 \
       --steps-per-round 5 --json "$R/dtype_speed_$config.json"
   done
+  for width_heads in 64:1 96:2; do
+    python benchmarks/dtype_speed.py --config configs/cpu_quick.yaml --set "data.corpus=$TS" \
+      --set model.n_embd=${width_heads%:*} --set model.n_head=${width_heads#*:} --rounds 10 --steps-per-round 5 \
+      --json "$R/dtype_speed_cpu_quick_${width_heads%:*}.json"
+  done
 } 2>&1 | tee "$R/cpu.log"
