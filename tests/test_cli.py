@@ -51,3 +51,17 @@ def test_train_sample_inspect(tmp_path, corpus_file):
     )
     assert_user_error(script("train.py", "--config", str(config)), "already holds a run")
     assert_user_error(script("sample.py", "--checkpoint", str(best), "--prompt", "ZZZ"), "'Z'")
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(odd_checkpoint):
+    """`tinygpt sample … | head -1`: when the pipe closes, no traceback, and the shell's SIGPIPE status."""
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "sample.py"), "--checkpoint", str(odd_checkpoint)]
+        + ["--max-new-tokens", "20000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.read(1)  # it has started writing; then the reader goes away
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 141 and stderr == b""

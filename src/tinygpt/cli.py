@@ -262,6 +262,9 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`… | head`): stop quietly, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 141  # 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe
 
 
 if __name__ == "__main__":
