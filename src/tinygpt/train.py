@@ -278,7 +278,7 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
             raise UserError(
                 f"out of memory on {ranks.device.type}: a training step needs more than is free; make "
                 "train.batch_size smaller (train.grad_accum_steps keeps the batch per optimizer step), "
-                f"or model.block_size, or the model; checkpoints already in {run.path} are intact "
+                f"or model.block_size, or the model; any checkpoints already in {run.path} are intact "
                 "(--resume continues from last.pt)"
             ) from None
 
