@@ -88,6 +88,14 @@ def resume(given: Given, *extra: str) -> list[str]:
     return ["train.py", "--config", "run/config.yaml", "--set", "out_dir=run", "--quiet", *extra]
 
 
+def resume_damaged(given: Given) -> list[str]:
+    """Continue the copied run, whose last.pt lost its second half (a disk error, a bad copy)."""
+    args = resume(given, "--resume")
+    last = given.dir / "run" / "last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    return args
+
+
 def in_use(given: Given) -> list[str]:
     given.hold.enter_context(RunLock(copied_run(given)))
     return ["train.py", "--config", "run/config.yaml", "--set", "out_dir=run", "--resume", "--quiet"]
@@ -277,6 +285,11 @@ CASES = [
         "resume-past-max-iters",
         lambda g: resume(g, "--resume", "--set", "train.max_iters=1"),
         "--resume: run/last.pt is at step 4, past train.max_iters = 1",
+    ),
+    Case(
+        "resume-damaged",
+        resume_damaged,
+        "checkpoint run/last.pt is truncated or corrupted and cannot be read; --resume needs it",
     ),
     Case(
         "loss-diverges",

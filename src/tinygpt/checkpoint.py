@@ -68,8 +68,14 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The checkpoint dict, checked; any problem becomes a UserError saying what is wrong."""
+def read_checkpoint(
+    path: str | Path, map_location: str | torch.device = "cpu", advice: str | None = None
+) -> dict[str, Any]:
+    """The checkpoint dict, checked; any problem becomes a UserError saying what is wrong.
+
+    `advice` replaces the usual hint (use another checkpoint) for a file that is damaged
+    or not a checkpoint, where the caller knows better what the user can do.
+    """
     path = Path(path)
     if not path.exists():
         raise UserError(
@@ -89,11 +95,11 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
                 "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
                 "data; do not use this file"
             ) from None
-        raise UserError(_unreadable(path)) from None  # bytes that are not a pickle at all
+        raise UserError(_unreadable(path, advice)) from None  # bytes that are not a pickle at all
     except PermissionError:
         raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
     except Exception:  # anything else torch.load trips over: the bytes are not a checkpoint
-        raise UserError(_unreadable(path)) from None
+        raise UserError(_unreadable(path, advice)) from None
     return _checked(payload, path)
 
 
@@ -115,17 +121,16 @@ def _checked(payload: Any, path: Path) -> dict[str, Any]:
     return payload
 
 
-def _unreadable(path: Path) -> str:
+def _unreadable(path: Path, advice: str | None) -> str:
     with open(path, "rb") as f:
         head = f.read(4)
+    other = advice or "use another checkpoint, e.g. last.pt or best.pt of the run"
     if not head:
-        return f"checkpoint {path} is empty; use another checkpoint, e.g. last.pt or best.pt of the run"
+        return f"checkpoint {path} is empty; {other}"
     if head == b"PK\x03\x04":  # the start of torch.save's zip archive
-        return (
-            f"checkpoint {path} is truncated or corrupted and cannot be read; "
-            "use another checkpoint, e.g. last.pt or best.pt of the run"
-        )
-    return f"{path} is not a tinygpt checkpoint (not a file written by torch.save); pass a best.pt or last.pt"
+        return f"checkpoint {path} is truncated or corrupted and cannot be read; {other}"
+    written_by = "not a file written by torch.save"
+    return f"{path} is not a tinygpt checkpoint ({written_by}); {advice or 'pass a best.pt or last.pt'}"
 
 
 def _first_line(error: BaseException) -> str:

@@ -29,6 +29,11 @@ from tinygpt.metrics import append_metrics, rewind_metrics
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.watch import LossWatch
 
+RESUME_ADVICE = (
+    "--resume needs it: put back a good copy, or start afresh with another out_dir "
+    "(best.pt, if it reads, still samples)"
+)
+
 
 def pick_device(name: str) -> torch.device:
     """auto → cuda, then mps, then cpu; an explicit choice must exist on this machine."""
@@ -307,7 +312,7 @@ def _train(
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
     model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
     check_fits(model_config, t.batch_size, device)
-    saved = read_checkpoint(run.last) if resume and run.last.is_file() else None
+    saved = read_checkpoint(run.last, advice=RESUME_ADVICE) if resume and run.last.is_file() else None
     run.prepare(config, resume, write=ranks.is_main)
 
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
