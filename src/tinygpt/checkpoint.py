@@ -124,13 +124,14 @@ def _checked(payload: Any, path: Path) -> dict[str, Any]:
 def _unreadable(path: Path, advice: str | None) -> str:
     with open(path, "rb") as f:
         head = f.read(4)
-    other = advice or "use another checkpoint, e.g. last.pt or best.pt of the run"
     if not head:
-        return f"checkpoint {path} is empty; {other}"
-    if head == b"PK\x03\x04":  # the start of torch.save's zip archive
-        return f"checkpoint {path} is truncated or corrupted and cannot be read; {other}"
-    written_by = "not a file written by torch.save"
-    return f"{path} is not a tinygpt checkpoint ({written_by}); {advice or 'pass a best.pt or last.pt'}"
+        problem = f"checkpoint {path} is empty"
+    elif head == b"PK\x03\x04":  # the start of torch.save's zip archive
+        problem = f"checkpoint {path} is truncated or corrupted and cannot be read"
+    else:
+        problem = f"{path} is not a tinygpt checkpoint (not a file written by torch.save)"
+        advice = advice or "pass a best.pt or last.pt"
+    return f"{problem}; {advice or 'use another checkpoint, e.g. last.pt or best.pt of the run'}"
 
 
 def _first_line(error: BaseException) -> str:
