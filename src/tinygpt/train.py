@@ -77,11 +77,12 @@ def cpu_multiplies_bfloat16() -> bool:
 
 
 def resolve_dtype(name: str, device: torch.device) -> str:
-    """train.dtype auto → the fastest precision that trains to float32's loss on `device`.
+    """train.dtype auto → a 16-bit precision where `device` multiplies it natively, else float32.
 
     bfloat16 on CUDA GPUs with bfloat16 tensor cores (compute capability ≥ 8, Ampere on)
-    and on CPUs that multiply it natively; float16 (with loss scaling) on older CUDA GPUs;
-    float32 elsewhere (other CPUs, MPS).
+    and on CPUs with bfloat16 instructions; float16 (with loss scaling) on older CUDA GPUs;
+    float32 elsewhere (other CPUs, MPS). The model's width is not considered: below about
+    64 wide, float32 is as fast on a CPU (BENCHMARKS.md).
     """
     if name != "auto":
         return name
