@@ -47,6 +47,8 @@ COMPARE=(python benchmarks/compare.py)
 
   echo "== 5. tinygpt bench: throughput, memory, MFU (cpu.yaml; shakespeare_char in float32 and bfloat16)"
   python scripts/bench.py --config configs/cpu.yaml --set "data.corpus=$TS" --json --quiet >"$R/bench_cpu.json"
+  python scripts/bench.py --config configs/cpu.yaml --set "data.corpus=$TS" --set train.dtype=float32 --steps 20 \
+    --warmup 3 --lengths 10 --json --quiet >"$R/bench_cpu_float32.json"
   for dtype in float32 bfloat16; do
     python scripts/bench.py --config configs/shakespeare_char.yaml --set "data.corpus=$TS" \
       --set train.dtype=$dtype --steps 20 --warmup 2 --lengths 100 500 --json --quiet \
