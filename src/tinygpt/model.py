@@ -171,7 +171,9 @@ class MLP(nn.Module):
         # the exact GELU, x·Φ(x): GPT-2 used its tanh approximation, which differs from it by at most
         # 5e-4 and is slower on CPU in bfloat16 (forward and backward; no faster in float32)
         x = self.c_proj(F.gelu(self.c_fc(x)))  # (B, T, C)
-        return self.dropout(x) if self.training else x
+        if self.training:  # dropout only while training (see the note at the top)
+            x = self.dropout(x)
+        return x
 
 
 class Block(nn.Module):
@@ -277,7 +279,7 @@ class GPT(nn.Module):
         if offset + T > self.config.block_size:
             raise ValueError(f"sequence of {offset + T} exceeds block_size {self.config.block_size}")
         x = self.wte(idx) + self.wpe(T, offset)  # (B, T, C)
-        if self.training:
+        if self.training:  # dropout only while training (see the note at the top)
             x = self.drop(x)
         for block in self.h:
             x = block(x, cache)
