@@ -44,14 +44,13 @@ from tinygpt.distributed import ONE_PROCESS
 from tinygpt.memory import check_fits
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.train import (
-    autocast_for,
     check_compile_works,
     global_batch,
     lr_at,
     make_optimizer,
     pick_device,
+    precision_for,
     prepare_device,
-    resolve_dtype,
     train_step,
 )
 
@@ -158,8 +157,7 @@ class Trainer:
 def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
     """Model, optimizer, batches and step of one training process, with no run directory."""
     t = config.train
-    dtype = resolve_dtype(t.dtype, device)
-    autocast = autocast_for(device, dtype)
+    precision = precision_for(t.dtype, device)
     if t.compile:
         check_compile_works(device)
     corpus = load_corpus(config.data, config.model.block_size)
@@ -168,15 +166,14 @@ def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
     check_fits(model_config, t.batch_size, device)
     model = GPT(model_config).to(device)
     optimizer = make_optimizer(model, t, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == "float16")
     step_model = torch.compile(model) if t.compile else model
     batches = Batches(corpus.train, config.model.block_size, t.batch_size, device)
     generator = torch.Generator().manual_seed(t.seed)
 
     def step(i: int) -> None:
-        train_step(step_model, optimizer, scaler, batches, generator, t, autocast, lr_at(i, t))
+        train_step(step_model, optimizer, precision, batches, generator, t, lr_at(i, t))
 
-    return Trainer(model, step, global_batch(t, ONE_PROCESS) * config.model.block_size, dtype)
+    return Trainer(model, step, global_batch(t, ONE_PROCESS) * config.model.block_size, precision.dtype)
 
 
 def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress: bool = True) -> dict:

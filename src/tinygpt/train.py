@@ -8,7 +8,8 @@ at the last step.
 import math
 import signal
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -115,6 +116,21 @@ def autocast_for(device: torch.device, dtype: str):
     return torch.autocast(device_type=device.type, dtype=getattr(torch, dtype))
 
 
+@dataclass(frozen=True)
+class Precision:
+    """train.dtype as it runs on one device: the resolved name, its autocast context, its loss scaler."""
+
+    dtype: str
+    autocast: AbstractContextManager
+    scaler: torch.amp.GradScaler  # scales float16 losses so that small gradients survive; else a no-op
+
+
+def precision_for(name: str, device: torch.device) -> Precision:
+    dtype = resolve_dtype(name, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == "float16")
+    return Precision(dtype, autocast_for(device, dtype), scaler)
+
+
 def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.optim.AdamW:
     """AdamW with weight decay on matrices (dim ≥ 2) only: biases, norms' gains stay undecayed."""
     params = [p for p in model.parameters() if p.requires_grad]  # the tied weight appears once
@@ -145,11 +161,10 @@ def lr_at(step: int, t: TrainSection) -> float:
 def train_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
+    precision: Precision,
     batches: Batches,
     generator: torch.Generator,
     t: TrainSection,
-    autocast,
     lr: float,
     ranks: Ranks = ONE_PROCESS,
 ) -> torch.Tensor:
@@ -159,12 +174,13 @@ def train_step(
     The loss stays on the device: reading it (.item()) would make the host wait
     for the device, so the loop does that only at log intervals.
     """
+    scaler = precision.scaler
     for group in optimizer.param_groups:
         group["lr"] = lr
     for micro_step in range(t.grad_accum_steps):
         x, y = batches.sample(generator)
         with ranks.sync_gradients(model, sync=micro_step == t.grad_accum_steps - 1):
-            with autocast:
+            with precision.autocast:
                 _, loss = model(x, y)
             # the loss is a mean per micro-batch: scale so the summed gradients average them
             scaler.scale(loss / t.grad_accum_steps).backward()
@@ -306,8 +322,7 @@ def _train(
     t = config.train
     device = ranks.device
     prepare_device(device)
-    dtype = resolve_dtype(t.dtype, device)
-    autocast = autocast_for(device, dtype)
+    precision = precision_for(t.dtype, device)
     if t.compile:
         check_compile_works(device)
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
@@ -324,7 +339,6 @@ def _train(
         model = GPT(model_config)
     model.to(device)
     optimizer = make_optimizer(model, t, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == "float16")
     step_model = torch.compile(model) if t.compile else model
     step_model = ranks.wrap(step_model)  # DistributedDataParallel when there are several ranks
 
@@ -353,7 +367,7 @@ def _train(
             run.rewind_metrics(state["step"])
     tokens_per_step = global_batch(t, ranks) * model_config.block_size
     if ranks.is_main:
-        _print_summary(model, corpus, device, dtype, t, run, state["step"], ranks)
+        _print_summary(model, corpus, device, precision.dtype, t, run, state["step"], ranks)
 
     last_saved = state["step"] if saved is not None else None  # the step last.pt holds
 
@@ -370,7 +384,7 @@ def _train(
             "model": model.state_dict(),
             "tokenizer": corpus.tokenizer.chars,
             "config": config.to_dict(),
-            "record": _record(state, device, dtype, t, model, ranks),
+            "record": _record(state, device, precision.dtype, t, model, ranks),
         }
         if with_state:
             payload["optimizer"] = optimizer.state_dict()  # the same on every rank
@@ -419,7 +433,9 @@ def _train(
             evaluated_already = resume and step == start_step  # the checkpoint we resumed from
             if (step % t.eval_interval == 0 or last_step) and not evaluated_already:
                 stop_if_diverged(step)
-                losses = estimate_loss(model, eval_splits, t.eval_iters, t.seed + 1, autocast, ranks)
+                losses = estimate_loss(
+                    model, eval_splits, t.eval_iters, t.seed + 1, precision.autocast, ranks
+                )
                 if not all(math.isfinite(v) for v in losses.values()):
                     stop_diverged(f"the evaluation at step {step} gave losses {losses}")
                 state.update(
@@ -464,7 +480,7 @@ def _train(
                 )
 
             lr = lr_at(step, t)
-            loss = train_step(step_model, optimizer, scaler, train_batches, generator, t, autocast, lr, ranks)
+            loss = train_step(step_model, optimizer, precision, train_batches, generator, t, lr, ranks)
             step += 1
             state["step"] = step
             state["tokens_seen"] += tokens_per_step
@@ -479,7 +495,7 @@ def _train(
                 bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
                 interval_start, interval_steps = now, 0
     state["wall_time_s"] = time.perf_counter() - started
-    return _record(state, device, dtype, t, model, ranks)
+    return _record(state, device, precision.dtype, t, model, ranks)
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:
