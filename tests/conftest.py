@@ -1,8 +1,10 @@
 """Shared fixtures: a small generated corpus and a config that trains on it in seconds."""
 
+import importlib.util
 import os
 import random
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,6 +25,15 @@ def make_corpus(n_lines: int = 1500, seed: int = 0) -> str:
         speech = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))
         lines.append(f"{speaker}:\n{speech.capitalize()}.\n")
     return "\n".join(lines)
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/<name>.py imported as a module (the folder is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session", autouse=True)

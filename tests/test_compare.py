@@ -1,15 +1,11 @@
 """benchmarks/compare.py end to end, against a stand-in for nanoGPT's model.py (its interface, our model)."""
 
-import importlib.util
 import json
 import sys
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
-from conftest import tiny_raw
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_benchmark, tiny_raw
 
 STAND_IN = """
 from dataclasses import dataclass
@@ -52,17 +48,10 @@ def setup(tmp_path, corpus_file):
     return tmp_path, config, corpus_file
 
 
-def load_compare():
-    spec = importlib.util.spec_from_file_location("compare", ROOT / "benchmarks" / "compare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def compare(monkeypatch, capsys):
     """Run compare.py's command line in this process (no second torch import); return its JSON."""
-    module = load_compare()
+    module = load_benchmark("compare")
 
     def run(*args: str) -> dict:
         monkeypatch.setattr(sys, "argv", ["compare.py", *args])

@@ -1,21 +1,15 @@
 """benchmarks/dtype_speed.py end to end on a tiny config."""
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_raw
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_benchmark, tiny_raw
 
 
 def test_float32_and_bfloat16_are_timed_in_turn_and_compared(corpus_file, tmp_path, monkeypatch, capsys):
-    spec = importlib.util.spec_from_file_location("dtype_speed", ROOT / "benchmarks" / "dtype_speed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("dtype_speed")
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(tiny_raw(corpus_file, tmp_path / "run")))
     out = tmp_path / "speed.json"
