@@ -161,7 +161,23 @@ def process_group(device: torch.device) -> Iterator[Ranks]:
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=TIMEOUT)
     try:
         yield ranks
+        leave_together(ranks)
     except UserError as e:
         raise UserError(f"rank {ranks.rank} of {ranks.world_size}: {e}") from None
     finally:
         dist.destroy_process_group()
+
+
+def leave_together(ranks: Ranks) -> None:
+    """Wait for every rank here at the end of a job that went well, before the group is taken down.
+
+    gloo's worker threads let go of a collective's tensors a moment after the
+    collective returns, and need the GIL to do it. A rank that finished its part
+    quickly could otherwise reach interpreter shutdown first; a worker thread
+    that then asks for the GIL aborts the process (SIGABRT, "terminate called
+    without an active exception"; pytorch/pytorch#190489), after the run
+    succeeded. Waiting in a barrier hands the GIL to those threads, and no rank
+    leaves while another is still writing its checkpoints. Only on success: after
+    an error the other ranks may never arrive.
+    """
+    dist.barrier(device_ids=[ranks.device.index] if ranks.device.type == "cuda" else None)
