@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,10 @@ import torch
 import yaml
 from conftest import tiny_raw
 
+from tinygpt import distributed
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
-from tinygpt.distributed import from_environment
+from tinygpt.distributed import from_environment, process_group
 from tinygpt.errors import UserError
 from tinygpt.train import train
 
@@ -98,3 +100,24 @@ def test_ranks_come_from_torchruns_environment(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "four")
     with pytest.raises(UserError, match="must be integers"):
         from_environment(cpu)
+
+
+@pytest.mark.parametrize("ends", ["well", "with an error"])
+def test_ranks_leave_together_only_after_a_job_that_went_well(monkeypatch, ends):
+    """A barrier before teardown lets gloo's threads let go of the last tensors while Python still runs.
+
+    After an error there is none: the other ranks may never arrive to meet it.
+    """
+    calls = []
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda *a, **k: calls.append("init"))
+    monkeypatch.setattr(distributed.dist, "barrier", lambda **k: calls.append(("barrier", k)))
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+    with pytest.raises(UserError, match="^rank 1 of 2: bad") if ends != "well" else nullcontext():
+        with process_group(torch.device("cpu")):
+            if ends != "well":
+                raise UserError("bad")
+    barrier = [("barrier", {"device_ids": None})] if ends == "well" else []
+    assert calls == ["init", *barrier, "destroy"]
