@@ -12,7 +12,9 @@ What the ranks share and what each keeps to itself:
 - batches: each rank draws from its own generator, seeded seed + rank;
 - evaluation: the eval batches are dealt out among the ranks and their losses
   summed across ranks, so the number is the one a single process computes;
-- files: only rank 0 writes config.yaml, metrics, checkpoints and the progress bar.
+- files: only rank 0 writes config.yaml, metrics, checkpoints and the progress bar;
+- the end: after a job that went well, each rank waits for the others before it
+  leaves the group (see `leave_together`).
 
 A rank that fails exits non-zero, and torchrun then stops the others. Every
 collective also gives up after TIMEOUT, so a job whose peers vanished (another
