@@ -87,6 +87,16 @@ def test_a_failing_rank_ends_the_whole_job(corpus_file, tmp_path):
     assert not (tmp_path / "run" / "last.pt").exists()  # it failed before the first checkpoint
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="lists threads through Linux's /proc")
+def test_the_process_group_is_gone_with_its_threads_when_training_returns(corpus_file, tmp_path):
+    """gloo's threads are joined while Python runs, so none can abort the interpreter's shutdown."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", batch_size=4, max_iters=10, eval_interval=10)
+    result = torchrun(ROOT / "tests" / "threads_after_training.py", raw, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "rank 0: gloo threads left: []" in result.stdout
+    assert "rank 1: gloo threads left: []" in result.stdout
+
+
 def test_ranks_come_from_torchruns_environment(monkeypatch):
     cpu = torch.device("cpu")
     one = from_environment(cpu)

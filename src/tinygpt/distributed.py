@@ -21,6 +21,7 @@ collective also gives up after TIMEOUT, so a job whose peers vanished (another
 machine lost, say) ends with an error instead of waiting for ever.
 """
 
+import importlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -160,6 +161,10 @@ def process_group(device: torch.device) -> Iterator[Ranks]:
         raise UserError("training on several processes needs CUDA (nccl) or CPU (gloo); MPS has neither")
     if device.type == "cuda":
         torch.cuda.set_device(ranks.device)
+    # DDP imports torch._dynamo. Imported after the group exists, it holds on to the group, and
+    # destroy_process_group then leaves gloo's threads running into interpreter shutdown
+    # (torch 2.13). Imported first, the group goes with destroy_process_group, threads joined.
+    importlib.import_module("torch._dynamo")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=TIMEOUT)
     try:
         yield ranks
@@ -173,13 +178,12 @@ def process_group(device: torch.device) -> Iterator[Ranks]:
 def leave_together(ranks: Ranks) -> None:
     """Wait for every rank here at the end of a job that went well, before the group is taken down.
 
-    gloo's worker threads let go of a collective's tensors a moment after the
-    collective returns, and need the GIL to do it. A rank that finished its part
-    quickly could otherwise reach interpreter shutdown first; a worker thread
-    that then asks for the GIL aborts the process (SIGABRT, "terminate called
-    without an active exception"; pytorch/pytorch#190489), after the run
-    succeeded. Waiting in a barrier hands the GIL to those threads, and no rank
-    leaves while another is still writing its checkpoints. Only on success: after
-    an error the other ranks may never arrive.
+    No rank leaves while another still writes its checkpoints. The wait is also a
+    second guard against pytorch/pytorch#190489: gloo's worker threads let go of a
+    collective's tensors a moment after it returns, and need the GIL to do it; one
+    that asks for it during interpreter shutdown aborts the process (SIGABRT) after
+    a run that succeeded. destroy_process_group joins those threads (see the import
+    in `process_group`), and while ranks wait here the threads get the GIL. Only on
+    success: after an error the other ranks may never arrive.
     """
     dist.barrier(device_ids=[ranks.device.index] if ranks.device.type == "cuda" else None)
