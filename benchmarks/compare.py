@@ -39,11 +39,13 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
-from tinygpt.bench import single_process_trainer, synchronize  # noqa: E402
-from tinygpt.config import TrainSection, load_config  # noqa: E402
-from tinygpt.data import load_corpus  # noqa: E402
-from tinygpt.evaluate import split_loss  # noqa: E402
-from tinygpt.train import lr_at, pick_device, prepare_device, resolve_dtype  # noqa: E402
+from tinygpt.bench import single_process_trainer, synchronize
+from tinygpt.config import TrainSection, load_config
+from tinygpt.data import load_corpus
+from tinygpt.device import pick_device
+from tinygpt.evaluate import split_loss
+from tinygpt.training.precision import prepare_device, resolve_dtype
+from tinygpt.training.step import lr_at
 
 # The reference's CPU recipe, from its README: train.py config/train_shakespeare_char.py --device=cpu
 # --compile=False --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4

@@ -22,9 +22,10 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
-from tinygpt.bench import single_process_trainer, synchronize  # noqa: E402
-from tinygpt.config import load_config  # noqa: E402
-from tinygpt.train import cpu_multiplies_bfloat16, pick_device, prepare_device  # noqa: E402
+from tinygpt.bench import single_process_trainer, synchronize
+from tinygpt.config import load_config
+from tinygpt.device import pick_device
+from tinygpt.training.precision import cpu_multiplies_bfloat16, prepare_device
 
 DTYPES = ("float32", "bfloat16")
 

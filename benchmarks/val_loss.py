@@ -12,11 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
-from tinygpt.checkpoint import load_checkpoint, read_checkpoint  # noqa: E402
-from tinygpt.config import from_dict  # noqa: E402
-from tinygpt.data import load_corpus  # noqa: E402
-from tinygpt.evaluate import split_loss  # noqa: E402
-from tinygpt.train import pick_device  # noqa: E402
+from tinygpt.checkpoint import load_checkpoint, read_checkpoint
+from tinygpt.config import from_dict
+from tinygpt.data import load_corpus
+from tinygpt.device import pick_device
+from tinygpt.evaluate import split_loss
 
 
 def main() -> None:

@@ -96,7 +96,7 @@ ODD_LINES = "FOOL:\n<b>Tom & \"Jerry\"</b>\t'yes' 😀 café\n"  # markup, quote
 @pytest.fixture(scope="session")
 def odd_checkpoint(tmp_path_factory) -> Path:
     """A tiny trained run (best.pt + metrics.jsonl) whose vocabulary holds characters that need escaping."""
-    from tinygpt.train import train
+    from tinygpt.training.loop import train
 
     root = tmp_path_factory.mktemp("odd")
     corpus = root / "corpus.txt"

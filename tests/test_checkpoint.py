@@ -6,7 +6,7 @@ import pickle
 import pytest
 import torch
 
-from tinygpt import GPT, CharTokenizer, GPTConfig, checkpoint, load_checkpoint
+from tinygpt import GPT, CharTokenizer, GPTConfig, files, load_checkpoint
 from tinygpt.checkpoint import FORMAT_VERSION, read_checkpoint, save_checkpoint
 from tinygpt.errors import UserError
 
@@ -51,7 +51,7 @@ def test_a_save_that_fills_the_disk_half_way_leaves_the_old_file_intact(tmp_path
     path = tmp_path / "last.pt"
     save_checkpoint(payload(GPT(CONFIG)), path)
     before = path.read_bytes()
-    monkeypatch.setattr(checkpoint, "open", FillsUp, raising=False)  # the module's open() only
+    monkeypatch.setattr(files, "open", FillsUp, raising=False)  # the open() of the one atomic writer only
     with pytest.raises(
         UserError, match=r"cannot save checkpoint .*last.pt: No space left on device; the prev"
     ):

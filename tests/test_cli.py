@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,6 +55,7 @@ def test_train_sample_inspect(tmp_path, corpus_file):
     assert_user_error(script("sample.py", "--checkpoint", str(best), "--prompt", "ZZZ"), "'Z'")
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_ends_the_command_quietly(odd_checkpoint):
     """`tinygpt sample … | head -1`: when the pipe closes, no traceback, and the shell's SIGPIPE status."""
     process = subprocess.Popen(

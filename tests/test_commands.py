@@ -67,6 +67,7 @@ def test_help_lists_every_option_and_an_example(command, capsys):
     assert "example:" in text or "examples:" in text
 
 
+@pytest.mark.slow
 def test_the_console_script_and_python_m_run_the_same_command():
     (script,) = entry_points(group="console_scripts", name="tinygpt")
     assert script.value == "tinygpt.cli:main"

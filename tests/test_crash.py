@@ -21,6 +21,8 @@ from tinygpt.checkpoint import read_checkpoint
 from tinygpt.cli import main
 from tinygpt.metrics import read_metrics
 
+pytestmark = pytest.mark.slow  # real training processes, killed and resumed
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_PY = str(ROOT / "scripts" / "train.py")
 

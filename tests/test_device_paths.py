@@ -8,7 +8,10 @@ from conftest import tiny_raw
 from tinygpt import GPT, GPTConfig
 from tinygpt.config import TrainSection, from_dict
 from tinygpt.data import Batches
-from tinygpt.train import autocast_for, make_optimizer, pick_device, prepare_device, resolve_dtype, train
+from tinygpt.device import pick_device
+from tinygpt.training.loop import train
+from tinygpt.training.precision import autocast_for, prepare_device, resolve_dtype
+from tinygpt.training.step import make_optimizer
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

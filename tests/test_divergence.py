@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import tinygpt.train as train_module
+import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
-from tinygpt.train import train
-from tinygpt.watch import LossWatch
+from tinygpt.training.divergence import LossWatch
+from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 
@@ -89,7 +89,7 @@ def test_weights_ruined_by_a_step_with_a_finite_loss_are_never_saved(
     tiny_config, monkeypatch, bad_step, interrupt, message
 ):
     """An infinite learning rate in one step: its own loss is finite, the weights after it are not."""
-    real = train_module.lr_at
+    real = training_setup.lr_at
 
     def lr_at(s, t):
         if s == bad_step - 1:
@@ -98,7 +98,7 @@ def test_weights_ruined_by_a_step_with_a_finite_loss_are_never_saved(
             return math.inf
         return real(s, t)
 
-    monkeypatch.setattr(train_module, "lr_at", lr_at)
+    monkeypatch.setattr(training_setup, "lr_at", lr_at)
     with pytest.raises(UserError, match=message):
         train(tiny_config, progress=False)
     run = Path(tiny_config.out_dir)

@@ -24,7 +24,9 @@ import torch
 import yaml
 from conftest import make_corpus
 
-from tinygpt.lock import RunLock
+from tinygpt.training.lock import RunLock
+
+pytestmark = pytest.mark.slow  # each case runs a script in a process of its own
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -386,7 +388,7 @@ CASES = [
 def trained_run(tmp_path_factory) -> Path:
     """A 4-step run of the tiny config, for the cases that sample or resume."""
     from tinygpt.config import from_dict
-    from tinygpt.train import train as train_run
+    from tinygpt.training.loop import train as train_run
 
     root = tmp_path_factory.mktemp("trained")
     (root / "corpus.txt").write_text(make_corpus(200))
@@ -402,7 +404,7 @@ def trained_run(tmp_path_factory) -> Path:
 WARM_RUNNER = """
 import json, os, resource, runpy, sys, traceback
 import torch  # the slow part of every start, done once
-import tinygpt.cli, tinygpt.report, tinygpt.sample, tinygpt.train
+import tinygpt.cli, tinygpt.explain.inspect, tinygpt.sample, tinygpt.training.loop
 
 
 def run(job):

@@ -8,9 +8,9 @@ import torch
 from test_trace import spread_model
 
 from tinygpt.cli import main
-from tinygpt.explain import attention_steps, explain, walkthrough
+from tinygpt.explain.trace import trace_prompt
+from tinygpt.explain.walkthrough import attention_steps, explain, walkthrough
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import trace_prompt
 
 Q = torch.tensor([1.0, 0.5])
 K = torch.tensor([[1.0, 0.0], [0.5, 1.0], [1.5, 1.0]])

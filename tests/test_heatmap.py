@@ -3,8 +3,8 @@
 import torch
 
 from tinygpt.cli import main
-from tinygpt.display import glyph, pad, quoted, width
-from tinygpt.heatmap import SHADES, heatmap, legend, shade, top_next
+from tinygpt.explain.glyphs import glyph, pad, quoted, width
+from tinygpt.explain.heatmap import SHADES, heatmap, legend, shade, top_next
 
 
 def test_glyphs_make_every_character_visible_and_safe():

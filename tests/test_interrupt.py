@@ -15,13 +15,13 @@ import torch
 import yaml
 from conftest import tiny_raw
 
-import tinygpt.train as train_module
+import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
-from tinygpt.interrupt import Interrupted, StopRequest
 from tinygpt.metrics import read_metrics
-from tinygpt.train import train
-from tinygpt.watch import LossWatch
+from tinygpt.training.divergence import LossWatch
+from tinygpt.training.interrupt import Interrupted, StopRequest
+from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,19 +163,20 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
 
 
 def test_a_signal_before_training_starts_stops_at_once(tiny_config, monkeypatch):
-    real = train_module.load_corpus
+    real = training_setup.load_corpus
 
     def load_corpus(*args):
         signal.raise_signal(signal.SIGTERM)
         return real(*args)
 
-    monkeypatch.setattr(train_module, "load_corpus", load_corpus)
+    monkeypatch.setattr(training_setup, "load_corpus", load_corpus)
     with pytest.raises(Interrupted, match="by SIGTERM before training began") as e:
         train(tiny_config, progress=False)
     assert e.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+@pytest.mark.slow
 def test_under_torchrun_one_signal_stops_every_rank_at_the_same_step(tmp_path, corpus_file):
     """torchrun passes Ctrl-C on to each rank; they agree on a step, save once and stop."""
     pytest.importorskip("numpy", reason="torch.distributed's gather_object needs NumPy")

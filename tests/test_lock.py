@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from tinygpt.errors import UserError
-from tinygpt.lock import RunLock
-from tinygpt.train import train
+from tinygpt.training.lock import RunLock
+from tinygpt.training.loop import train
 
 HOLD = """
 import sys, time
-from tinygpt.lock import RunLock
+from tinygpt.training.lock import RunLock
 RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(120)
@@ -36,6 +36,7 @@ def test_a_second_holder_is_refused_and_the_lock_goes_with_its_holder(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_the_lock_of_a_killed_process_is_stale_and_taken_over(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:

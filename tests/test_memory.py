@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from tinygpt import memory
 from tinygpt.errors import UserError
-from tinygpt.memory import activation_bytes, check_fits, free_memory, parameter_count
 from tinygpt.model import GPT, GPTConfig
+from tinygpt.training import memory
+from tinygpt.training.memory import activation_bytes, check_fits, free_memory, parameter_count
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -10,9 +10,9 @@ import torch
 
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.cli import main
-from tinygpt.page import loss_curves, page_data, render_page, write_page
-from tinygpt.pca import principal_components
-from tinygpt.trace import trace_prompt
+from tinygpt.explain.page import loss_curves, page_data, render_page, write_page
+from tinygpt.explain.pca import principal_components
+from tinygpt.explain.trace import trace_prompt
 
 PROMPT = '<b>Tom & "J'
 

@@ -10,8 +10,10 @@ import torch
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
-from tinygpt.page import write_page
-from tinygpt.trace import trace_prompt
+from tinygpt.explain.page import write_page
+from tinygpt.explain.trace import trace_prompt
+
+pytestmark = pytest.mark.slow  # headless Chromium
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 FLAGS = [

@@ -1,6 +1,6 @@
 from tinygpt import GPT, GPTConfig
 from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
-from tinygpt.report import describe
+from tinygpt.explain.inspect import describe
 
 
 def test_the_vocabulary_shows_letters_as_themselves_and_escapes_only_the_invisible(tmp_path):

@@ -2,9 +2,10 @@ import io
 
 import pytest
 
+from tinygpt.checkpoint import latest_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.sample import latest_checkpoint, sample
-from tinygpt.train import train
+from tinygpt.sample import sample
+from tinygpt.training.loop import train
 
 
 @pytest.fixture(scope="module")

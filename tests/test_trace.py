@@ -3,8 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt import GPT, GPTConfig, UserError
+from tinygpt.explain.trace import chosen, encode_prompt, trace_prompt
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import chosen, encode_prompt, trace_prompt
 
 
 def spread_model(seed: int = 0, **shape) -> GPT:

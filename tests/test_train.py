@@ -5,12 +5,14 @@ import torch
 import yaml
 from conftest import tiny_raw
 
-import tinygpt.train as train_module
+import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt import GPT, load_checkpoint
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
-from tinygpt.train import lr_at, make_optimizer, out_of_memory, train
+from tinygpt.training.loop import train
+from tinygpt.training.precision import out_of_memory
+from tinygpt.training.step import lr_at, make_optimizer
 
 
 def test_training_learns_and_writes_a_complete_run_directory(tiny_config):
@@ -99,6 +101,7 @@ def test_unavailable_devices_and_dtypes_are_user_errors(corpus_file, tmp_path):
         train(from_dict(tiny_raw(corpus_file, tmp_path / "d", dtype="float16")), progress=False)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")  # torch's own import of it
 def test_compiled_training_takes_the_same_steps_as_eager(corpus_file, tmp_path):
     runs = {}
@@ -120,7 +123,7 @@ CPU_ALLOCATOR_FAILURE = (
 def test_running_out_of_memory_mid_run_is_a_user_error_and_keeps_the_checkpoints(
     corpus_file, tmp_path, monkeypatch
 ):
-    run_step = train_module.train_step
+    run_step = training_setup.train_step
 
     def step_then_run_out(*args, **kwargs):
         if len(taken) == 25:  # after the checkpoints of step 20
@@ -129,7 +132,7 @@ def test_running_out_of_memory_mid_run_is_a_user_error_and_keeps_the_checkpoints
         return run_step(*args, **kwargs)
 
     taken = []
-    monkeypatch.setattr(train_module, "train_step", step_then_run_out)
+    monkeypatch.setattr(training_setup, "train_step", step_then_run_out)
     config = from_dict(tiny_raw(corpus_file, tmp_path / "run"))
     with pytest.raises(UserError, match=r"out of memory on cpu: .* make train.batch_size smaller") as error:
         train(config, progress=False)

@@ -30,8 +30,6 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +37,11 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.config import RunConfig
-from tinygpt.data import Batches, load_corpus
-from tinygpt.distributed import ONE_PROCESS
-from tinygpt.memory import check_fits
-from tinygpt.model import GPT, GPTConfig
-from tinygpt.train import (
-    check_compile_works,
-    global_batch,
-    lr_at,
-    make_optimizer,
-    pick_device,
-    precision_for,
-    prepare_device,
-    train_step,
-)
+from tinygpt.device import pick_device
+from tinygpt.generate import stream
+from tinygpt.model import GPT
+from tinygpt.training.distributed import Ranks
+from tinygpt.training.setup import Setup, set_up
 
 GENERATION_LENGTHS = (100, 500, 2000)
 MATMUL_SIZES = {"cpu": (1024, 2048, 4096), "cuda": (4096, 8192, 16384)}
@@ -144,43 +133,16 @@ class PeakMemory:
         return peak if platform.system() == "Darwin" else peak * 1024
 
 
-@dataclass
-class Trainer:
-    """A fresh model and `step(i)`, which takes training step i exactly as `tinygpt train` does."""
-
-    model: GPT
-    step: Callable[[int], None]
-    tokens_per_step: int
-    dtype: str  # the training precision, train.dtype auto resolved for the device
-
-
-def single_process_trainer(config: RunConfig, device: torch.device) -> Trainer:
-    """Model, optimizer, batches and step of one training process, with no run directory."""
-    t = config.train
-    precision = precision_for(t.dtype, device)
-    if t.compile:
-        check_compile_works(device)
-    corpus = load_corpus(config.data, config.model.block_size)
-    torch.manual_seed(t.seed)
-    model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
-    check_fits(model_config, t.batch_size, device)
-    model = GPT(model_config).to(device)
-    optimizer = make_optimizer(model, t, device)
-    step_model = torch.compile(model) if t.compile else model
-    batches = Batches(corpus.train, config.model.block_size, t.batch_size, device)
-    generator = torch.Generator().manual_seed(t.seed)
-
-    def step(i: int) -> None:
-        train_step(step_model, optimizer, precision, batches, generator, t, lr_at(i, t))
-
-    return Trainer(model, step, global_batch(t, ONE_PROCESS) * config.model.block_size, precision.dtype)
+def single_process_trainer(config: RunConfig, device: torch.device | None = None) -> Setup:
+    """One training process (on the config's device by default), set up as `tinygpt train` does,
+    with no run directory."""
+    return set_up(config, Ranks(device=device or pick_device(config.train.device)))
 
 
 def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress: bool = True) -> dict:
     """Time `steps` training steps after `warmup` untimed ones; tokens/s from the median step."""
-    device = pick_device(config.train.device)
-    prepare_device(device)
-    trainer = single_process_trainer(config, device)
+    trainer = single_process_trainer(config)
+    device = trainer.ranks.device
     memory = PeakMemory(device)
     memory.reset()
     watch = Stopwatch(device)
@@ -192,7 +154,7 @@ def training_speed(config: RunConfig, steps: int = 30, warmup: int = 5, progress
     median = statistics.median(times[warmup:])
     return {
         "model": trainer.model,
-        "dtype": trainer.dtype,
+        "dtype": trainer.precision.dtype,
         "tokens_per_s": trainer.tokens_per_step / median,
         "step_s_median": median,
         "first_step_s": times[0],
@@ -217,7 +179,7 @@ def generation_speed(
         )
         synchronize(device)
         start = time.perf_counter()
-        for _ in model.stream(prompt, n, generator=generator, use_cache=use_cache):
+        for _ in stream(model, prompt, n, generator=generator, use_cache=use_cache):
             bar.update(1)
         synchronize(device)
         speeds[n] = n / (time.perf_counter() - start)

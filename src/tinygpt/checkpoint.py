@@ -1,18 +1,22 @@
 """Checkpoints: one dict of tensors and plain data, written atomically, read without running code.
 
-Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it):
+Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it), as
+`build_payload` makes them:
 
     format_version   int: bumped when the layout changes
     model_config     dict: GPTConfig's fields
     model            state_dict of the plain (uncompiled, unwrapped) model
     tokenizer        list of the vocabulary's characters, in id order
     config           the resolved run config, as a dict
-    record           the training record: step, tokens_seen, losses, wall time, device
-    optimizer, rng   (last.pt only) AdamW state and every random generator's state, for --resume
+    record           the training record (see tinygpt.training.loop): step, tokens_seen, best_val_loss,
+                     best_step, wall_time_s, train_loss, val_loss, device, dtype, torch_version,
+                     num_params, world_size, global_batch
+    optimizer        (last.pt only) the optimizer's state_dict, for --resume
+    rng              (last.pt only) rank 0's random states: {"torch", "batches", and "cuda" on CUDA}
+    rank_rng         (last.pt of a run on several processes only) the same, one dict per rank
 """
 
 import io
-import os
 import pickle
 import warnings
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 import torch
 
 from tinygpt.errors import UserError
+from tinygpt.files import write_atomic
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 
@@ -28,44 +33,49 @@ FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model_config", "model", "tokenizer")
 
 
+def build_payload(
+    model: GPT,
+    tokenizer: CharTokenizer,
+    config: dict[str, Any],
+    record: dict[str, Any],
+    optimizer: dict[str, Any] | None = None,
+    rank_rng: list[dict[str, torch.Tensor]] | None = None,
+) -> dict[str, Any]:
+    """A checkpoint's dict (the module docstring lists every key); with optimizer and rng for last.pt."""
+    payload = {
+        "format_version": FORMAT_VERSION,
+        "model_config": vars(model.config),
+        "model": model.state_dict(),
+        "tokenizer": tokenizer.chars,
+        "config": config,
+        "record": record,
+    }
+    if optimizer is not None:
+        payload["optimizer"] = optimizer
+    if rank_rng is not None:
+        payload["rng"] = rank_rng[0]
+        if len(rank_rng) > 1:
+            payload["rank_rng"] = rank_rng
+    return payload
+
+
 def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
     """Write payload to path so that path always holds either the old file or the whole new one.
 
-    The bytes go to a temporary file in the same directory, are flushed and
-    fsync'ed, and the file is renamed over path (atomic on POSIX); a crash at
-    any moment leaves the previous checkpoint intact. A failed write (a full
-    disk, say) becomes a UserError that says so.
+    A failed write (a full disk, say) becomes a UserError that says so.
     """
     path = Path(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     data = io.BytesIO()
     # serialised in memory first: torch.save reports a failing file as an opaque RuntimeError,
     # a plain write reports it as the OSError it is (ENOSPC: "No space left on device")
     torch.save(payload, data)
     try:
-        with open(partial, "wb") as f:
-            f.write(data.getbuffer())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        write_atomic(path, data.getbuffer())
     except OSError as e:
-        partial.unlink(missing_ok=True)
         raise UserError(
             f"cannot save checkpoint {path}: {e.strerror or e}; the previous {path.name}, if any, "
             "is intact; free some space (or fix the directory) and try again"
         ) from None
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)  # make the rename itself durable
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_checkpoint(
@@ -153,3 +163,14 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
     model = model_from_payload(payload, path).to(device).eval()
     tokenizer = CharTokenizer(payload["tokenizer"])
     return model, tokenizer, payload.get("record", {})
+
+
+def latest_checkpoint(root: str | Path = "checkpoints") -> Path:
+    """The most recently written best.pt under root."""
+    found = sorted(Path(root).glob("**/best.pt"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise UserError(
+            f"no checkpoint found under {root}/; train one first "
+            "(python scripts/train.py --config configs/cpu.yaml) or pass --checkpoint"
+        )
+    return found[-1]

@@ -9,9 +9,11 @@ import argparse
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from tinygpt.config import DEVICES
 from tinygpt.errors import UserError
 
 
@@ -19,9 +21,9 @@ def _train(args: argparse.Namespace) -> int:
     from tinygpt.config import load_config
 
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
-    from tinygpt.distributed import is_main_process
-    from tinygpt.interrupt import Interrupted
-    from tinygpt.train import train
+    from tinygpt.training.distributed import is_main_process
+    from tinygpt.training.interrupt import Interrupted
+    from tinygpt.training.loop import train
 
     try:
         record = train(config, resume=args.resume, progress=not args.quiet)
@@ -69,20 +71,18 @@ def _sample(args: argparse.Namespace) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> None:
-    from tinygpt.report import describe
+    from tinygpt.explain.inspect import describe, inspect_prompt
 
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
     print(describe(args.checkpoint))
     if args.prompt is not None:
-        from tinygpt.heatmap import inspect_prompt
-
         print()
         print(inspect_prompt(args.checkpoint, args.prompt, args.layer, args.head))
 
 
 def _explain(args: argparse.Namespace) -> None:
-    from tinygpt.explain import explain, explain_vectors
+    from tinygpt.explain.walkthrough import explain, explain_vectors
 
     by_hand = [args.q, args.keys, args.values]
     if any(x is not None for x in by_hand):
@@ -90,11 +90,11 @@ def _explain(args: argparse.Namespace) -> None:
             raise UserError("--q, --keys and --values go together: give all three")
         print(explain_vectors(args.q, args.keys, args.values))
         return
-    from tinygpt.sample import latest_checkpoint
+    from tinygpt.checkpoint import latest_checkpoint
 
     checkpoint = args.checkpoint or latest_checkpoint()
     if args.html:
-        from tinygpt.page import write_page
+        from tinygpt.explain.page import write_page
 
         print(write_page(checkpoint, args.prompt, args.html, args.layer, args.head, args.token))
         return
@@ -131,7 +131,16 @@ def _bench(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinygpt", description="A small, transparent character-level GPT.")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_train(commands)
+    _add_sample(commands)
+    _add_inspect(commands)
+    _add_explain(commands)
+    _add_export(commands)
+    _add_bench(commands)
+    return parser
 
+
+def _add_train(commands) -> None:
     p = commands.add_parser(
         "train",
         help="train a model from a YAML config",
@@ -154,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
 
+
+def _add_sample(commands) -> None:
     p = commands.add_parser(
         "sample",
         help="generate text from a checkpoint",
@@ -167,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=float, default=None, help="sample from the smallest set with this mass")
     p.add_argument("--num-samples", type=int, default=1, help="independent samples (default 1)")
     p.add_argument("--seed", type=int, default=1337, help="random seed (default 1337)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="default auto")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="default auto")
     p.add_argument(
         "--no-cache",
         action="store_true",
@@ -175,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_sample)
 
+
+def _add_inspect(commands) -> None:
     p = commands.add_parser(
         "inspect", help="describe a checkpoint", epilog="example: tinygpt inspect checkpoints/cpu/best.pt"
     )
@@ -186,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
     p.set_defaults(func=_inspect)
 
+
+def _add_explain(commands) -> None:
     p = commands.add_parser(
         "explain",
         help="walk one character through one attention head, every number printed; or write an HTML page",
@@ -206,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--values", type=_numbers, nargs="+", metavar="V", help="by hand: one value per key")
     p.set_defaults(func=_explain)
 
+
+def _add_export(commands) -> None:
     p = commands.add_parser(
         "export",
         help="write a checkpoint for Hugging Face transformers or as bare safetensors",
@@ -224,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_export)
 
+
+def _add_bench(commands) -> None:
     p = commands.add_parser(
         "bench",
         help="measure training and generation speed, memory and MFU for a config",
@@ -245,7 +264,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_bench)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,13 +276,38 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
         return func(args) or 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return leave_job_if_failed(2)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`… | head`): stop quietly, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         return 141  # 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe
+    except Exception:  # a bug: its traceback, and under torchrun the rank leaves at once
+        if not in_torchrun_job():
+            raise
+        traceback.print_exc()
+        return leave_job_if_failed(1)
+
+
+def in_torchrun_job() -> bool:
+    return os.environ.get("WORLD_SIZE", "1") != "1"
+
+
+def leave_job_if_failed(code: int) -> int:
+    """A rank of a torchrun job that failed ends its process here, at once, skipping Python's clean-up.
+
+    Called while the error is still being handled, so that the failed step's frames (and
+    DDP's reducer in them) are still alive: freeing the reducer joins gloo's threads while
+    holding the GIL, and a gloo thread finishing the failed step's all-reduce waits for the
+    GIL, a deadlock that kept the rank alive and the job hanging. torchrun sees the exit
+    and stops the other ranks. Outside torchrun it only returns the code.
+    """
+    if not in_torchrun_job():
+        return code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

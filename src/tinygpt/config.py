@@ -23,6 +23,8 @@ import yaml
 
 from tinygpt.errors import UserError
 
+DEVICES = ("auto", "cpu", "cuda", "mps")  # the one list: train.device, sample --device, bench
+
 
 def setting(
     default: Any,
@@ -55,7 +57,7 @@ class ModelSection:
 class DataSection:
     corpus: str = setting(
         "shakespeare", "`shakespeare` (built in, made on first use) or a path to a UTF-8 text file"
-    )  # noqa: E501
+    )
     data_dir: str = setting("data", "where the built-in corpus is written")
     val_fraction: float = setting(
         0.1,
@@ -82,7 +84,7 @@ class TrainSection:
     eval_iters: int = setting(200, "batches per split in each evaluation", low=1)
     log_interval: int = setting(10, "steps between progress-bar updates of loss and speed", low=1)
     seed: int = setting(1337, "seed for initialisation, batches and dropout", low=0, high=2**32 - 1)
-    device: str = setting("auto", "where to train", choices=("auto", "cpu", "cuda", "mps"))
+    device: str = setting("auto", "where to train", choices=DEVICES)
     dtype: str = setting(
         "auto",
         "training precision (autocast for the 16-bit ones); auto: bfloat16 where the device multiplies "

@@ -6,7 +6,7 @@ of the ids trains, the rest validates. A batch is B random windows of T+1
 characters: x is the first T, y the same shifted by one.
 """
 
-import os
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import torch
 
 from tinygpt.config import DataSection
 from tinygpt.errors import UserError
+from tinygpt.files import write_atomic
 from tinygpt.shakespeare import build_corpus
 from tinygpt.tokenizer import CharTokenizer
 
@@ -86,12 +87,12 @@ def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
 
 def _write_cache(cache: Path, payload: dict) -> None:
     """Best effort: a corpus in a read-only place is simply encoded again next time."""
-    partial = cache.with_name(cache.name + f".{os.getpid()}.partial")
+    data = io.BytesIO()
+    torch.save(payload, data)
     try:
-        torch.save(payload, partial)
-        os.replace(partial, cache)
-    except (OSError, RuntimeError):  # torch.save reports a full disk as a RuntimeError
-        partial.unlink(missing_ok=True)
+        write_atomic(cache, data.getbuffer())
+    except OSError:
+        pass
 
 
 @dataclass

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tinygpt.errors import UserError
+from tinygpt.files import write_atomic
 
 
 def append_metrics(path: str | Path, entry: dict[str, Any]) -> None:
@@ -55,10 +56,7 @@ def rewind_metrics(path: str | Path, step: int) -> None:
     if not path.is_file():
         return
     kept = [e for e in read_metrics(path) if e["step"] <= step]
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
-        partial.write_text("".join(json.dumps(e) + "\n" for e in kept), encoding="utf-8")
-        os.replace(partial, path)
+        write_atomic(path, "".join(json.dumps(e) + "\n" for e in kept))
     except OSError as e:
-        partial.unlink(missing_ok=True)
         raise UserError(f"cannot rewrite {path}: {e.strerror}; free some space or fix permissions") from None

@@ -8,12 +8,12 @@ checkpoint maps one-to-one onto GPT-2's parameters:
                  x = x + mlp(ln_2(x))       (n_embd → 4·n_embd → GELU → n_embd)
 
 The LM head shares its weight with the token embedding. The model knows nothing
-of files, configs or command lines: it takes ids and returns (logits, loss).
+of files, configs, command lines or generation loops (those are in
+tinygpt.generate): it takes ids and returns (logits, loss).
 
-Dropout modules are called only while training. In eval mode they are the
-identity, and a generated token runs one position through every layer, where
-Python's cost per call is comparable to the arithmetic: not calling them (and
-calling GELU as a function) makes a cached generation step about 10% faster.
+Dropout modules are called only while training: in eval mode they are the
+identity, and during generation, where one position runs through every layer,
+Python's cost per call is comparable to the arithmetic (BENCHMARKS.md).
 """
 
 import math
@@ -26,8 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tinygpt.attention import attention, causal_mask
-from tinygpt.kv_cache import KVCache
-from tinygpt.sampling import sample_next
+from tinygpt.generate import KVCache, stream
 
 
 @dataclass
@@ -144,18 +143,21 @@ class CausalSelfAttention(nn.Module):
     @staticmethod
     def _fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
         if q.dtype == torch.bfloat16 and q.device.type == "cpu":
-            # torch's CPU attention kernels run slower in bfloat16 than in float32 (2x forward and
-            # backward at cpu.yaml's shape, AMX cores, torch 2.13), so under CPU autocast it runs in float32
+            # torch's CPU attention kernels are slower in bfloat16 than in float32 (BENCHMARKS.md)
             with torch.autocast("cpu", enabled=False):
-                y = CausalSelfAttention._fused(q.float(), k.float(), v.float(), dropout_p)
-            return y.to(q.dtype)
-        t_query, t_key = q.size(-2), k.size(-2)
-        if t_query == t_key:  # the usual case: a full causal triangle
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        if t_query == 1:  # one new token against a cache: it sees every key
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
-        mask = causal_mask(t_query, t_key, device=q.device)  # a chunk of queries after a cache
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+                return _sdpa(q.float(), k.float(), v.float(), dropout_p).to(q.dtype)
+        return _sdpa(q, k, v, dropout_p)
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -> torch.Tensor:
+    """torch's fused attention for queries (B, nh, Tq, hs) that are the last Tq of Tk positions."""
+    t_query, t_key = q.size(-2), k.size(-2)
+    if t_query == t_key:  # the usual case: a full causal triangle
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    if t_query == 1:  # one new token against a cache: it sees every key
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    mask = causal_mask(t_query, t_key, device=q.device)  # a chunk of queries after a cache
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
 class MLP(nn.Module):
@@ -168,8 +170,7 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # the exact GELU, x·Φ(x): GPT-2 used its tanh approximation, which differs from it by at most
-        # 5e-4 and is slower on CPU in bfloat16 (forward and backward; no faster in float32)
+        # the exact GELU, x·Φ(x): GPT-2 used its tanh approximation, which is slower on CPU (BENCHMARKS.md)
         x = self.c_proj(F.gelu(self.c_fc(x)))  # (B, T, C)
         if self.training:  # dropout only while training (see the note at the top)
             x = self.dropout(x)
@@ -190,23 +191,6 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x), cache)
         x = x + self.mlp(self.ln_2(x))
         return x
-
-
-@contextmanager
-def _torch_kernels_only() -> Iterator[None]:
-    """Run with oneDNN switched off, so that torch uses its own CPU kernels.
-
-    oneDNN sets up each call afresh, which costs more than the work of one
-    position: GELU over one 1,536-wide row takes 13 µs through oneDNN and 2 µs
-    through torch's kernel. Generating with it off for one-token steps is about
-    10% faster at shakespeare_char's size (2-core Xeon, float32).
-    """
-    enabled = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
-    try:
-        yield
-    finally:
-        torch.backends.mkldnn.enabled = enabled
 
 
 class GPT(nn.Module):
@@ -313,9 +297,6 @@ class GPT(nn.Module):
             for attn in layers:
                 attn.explicit, attn.record = False, None
 
-    def new_cache(self, batch_size: int) -> KVCache:
-        return KVCache(self.config, batch_size)
-
     @torch.no_grad()
     def generate(
         self,
@@ -327,45 +308,6 @@ class GPT(nn.Module):
         generator: torch.Generator | None = None,
         use_cache: bool = True,
     ) -> torch.Tensor:
-        """Extend each row of idx (B, T) by max_new_tokens sampled characters; returns (B, T + new)."""
-        new = list(self.stream(idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache))
+        """idx (B, T) extended by max_new_tokens sampled characters: (B, T + new). See tinygpt.generate."""
+        new = stream(self, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache)
         return torch.cat([idx, *new], dim=1)
-
-    @torch.inference_mode()  # no autograd bookkeeping at all: about 10% faster than no_grad per step
-    def stream(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-    ) -> Iterator[torch.Tensor]:
-        """Yield the next character ids (B, 1), one step at a time, as they are sampled.
-
-        With use_cache (the default) each step runs one position through the model,
-        attending over cached keys and values. Positions are learned and absolute,
-        so a full cache cannot just drop its oldest entry (every position would
-        shift): it is re-filled from the most recent block_size // 2 characters,
-        which costs one pass over half a block every block_size // 2 steps. With
-        use_cache=False every step re-reads the last block_size characters: exact
-        sliding-window generation, at a full pass per character.
-        """
-        block_size = self.config.block_size
-        context = idx[:, -block_size:]
-        cache = self.new_cache(idx.size(0)) if use_cache else None
-        for _ in range(max_new_tokens):
-            if cache is None:
-                logits, _ = self(context[:, -block_size:], last_only=True)
-            elif cache.length == 0:
-                logits, _ = self(context, cache=cache, last_only=True)
-            else:
-                with _torch_kernels_only():  # one position: oneDNN's set-up per call outweighs the work
-                    logits, _ = self(context[:, -1:], cache=cache, last_only=True)
-            next_id = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B, 1)
-            yield next_id
-            context = torch.cat([context, next_id], dim=1)[:, -block_size:]
-            if cache is not None and cache.length == block_size:
-                cache.reset()
-                context = context[:, -max(1, block_size // 2) :]

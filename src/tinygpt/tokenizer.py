@@ -1,4 +1,4 @@
-"""Characters to ids and back."""
+"""Characters to ids and back, and the ids a prompt starts from."""
 
 from tinygpt.errors import UserError
 
@@ -41,3 +41,18 @@ class CharTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return "".join(self.chars[i] for i in ids)
+
+
+EMPTY_PROMPT_START = "\n"  # what an empty prompt starts from: the character that ends every line
+
+
+def prompt_ids(tokenizer: CharTokenizer, prompt: str) -> list[int]:
+    """The prompt's ids. An empty prompt starts from a newline, as if at the start of a line."""
+    if prompt:
+        return tokenizer.encode(prompt)
+    if EMPTY_PROMPT_START not in tokenizer.ids:
+        raise UserError(
+            "the prompt is empty and this model's vocabulary has no newline to start "
+            "from; give a prompt with --prompt"
+        )
+    return tokenizer.encode(EMPTY_PROMPT_START)

@@ -10,14 +10,11 @@
 Each cell is two columns wide, so a wide character (an emoji) fits its column.
 """
 
-from pathlib import Path
-
 import torch
 
-from tinygpt.checkpoint import load_checkpoint
-from tinygpt.display import glyph, pad
+from tinygpt.explain.glyphs import glyph, pad
+from tinygpt.explain.trace import Trace
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import Trace, chosen, encode_prompt, trace_prompt
 
 SHADES = " ░▒▓█"  # weight 0 … 1 in five steps
 THRESHOLDS = (0.1, 0.3, 0.5, 0.7)  # where each shade after the blank begins
@@ -73,13 +70,3 @@ def attention_view(trace: Trace, tokenizer: CharTokenizer, layers: list[int], he
             blocks.append(heatmap(trace.layers[layer].weights[head], chars, title))
     blocks.append(top_next(trace.logits, chars, tokenizer.chars))
     return "\n\n".join(blocks)
-
-
-def inspect_prompt(checkpoint: str | Path, prompt: str, layer: int | None, head: int | None) -> str:
-    """What `inspect --prompt` adds: heatmaps of the chosen heads and the next-character table."""
-    model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
-    config = model.config
-    layers = chosen(layer, config.n_layer, "layer")
-    heads = chosen(head, config.n_head, "head")
-    ids = encode_prompt(tokenizer, prompt, config.block_size)
-    return attention_view(trace_prompt(model, ids), tokenizer, layers, heads)

@@ -1,6 +1,6 @@
 """The interactive explainer page: one self-contained HTML file, built from a checkpoint and a prompt.
 
-The page (assets/explainer.html, .css, .js, inlined) shows the prompt's tokens
+The page (explain/assets/explainer.html, .css, .js, inlined) shows the prompt's tokens
 with their top-5 next characters, a layer × head grid of attention heatmaps,
 the arithmetic of any clicked row, a PCA map of the character embeddings and
 the run's loss curves. For models up to LIVE_LIMIT parameters it carries the
@@ -24,11 +24,11 @@ import torch
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.explain.pca import principal_components
+from tinygpt.explain.trace import Trace, encode_prompt, focus, trace_prompt
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
-from tinygpt.pca import principal_components
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import Trace, encode_prompt, focus, trace_prompt
 
 LIVE_LIMIT = 4_000_000  # parameters up to which the page embeds the weights and runs the model itself
 
@@ -106,7 +106,7 @@ def page_data(
 
 def render_page(data: dict[str, Any]) -> str:
     """The HTML file: the template with its style, script and data inlined."""
-    assets = resources.files("tinygpt") / "assets"
+    assets = resources.files("tinygpt.explain") / "assets"
     template = Template((assets / "explainer.html").read_text(encoding="utf-8"))
     return template.substitute(
         title=html.escape(f"tinygpt explainer · {data['run']}/{data['checkpoint']}"),

@@ -12,8 +12,7 @@ import torch
 
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.sample import prompt_ids
-from tinygpt.tokenizer import CharTokenizer
+from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
 
 @dataclass

@@ -1,11 +1,20 @@
-"""What a checkpoint holds, in words: config, vocabulary, parameters per module, training record."""
+"""`tinygpt inspect`: what a checkpoint holds, in words (config, vocabulary, parameters per module,
+training record), and with a prompt, each head's attention as a heatmap and the next-character odds."""
 
 from pathlib import Path
 from typing import Any
 
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
-from tinygpt.display import escaped
+import torch
+
+from tinygpt.checkpoint import load_checkpoint, model_from_payload, read_checkpoint
+from tinygpt.explain.glyphs import escaped
+from tinygpt.explain.heatmap import attention_view
+from tinygpt.explain.trace import chosen, encode_prompt, trace_prompt
 from tinygpt.model import GPT
+
+
+def count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 def parameter_table(model: GPT) -> list[tuple[str, int]]:
@@ -13,7 +22,6 @@ def parameter_table(model: GPT) -> list[tuple[str, int]]:
 
     The LM head shares the token embedding's matrix, so it adds no parameters of its own.
     """
-    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
     block = model.h[0]
     rows = [
         ("wte (token embedding = lm_head, tied)", count(model.wte)),
@@ -62,3 +70,13 @@ def _fmt(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def inspect_prompt(checkpoint: str | Path, prompt: str, layer: int | None, head: int | None) -> str:
+    """What `inspect --prompt` adds: heatmaps of the chosen heads and the next-character table."""
+    model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
+    config = model.config
+    layers = chosen(layer, config.n_layer, "layer")
+    heads = chosen(head, config.n_head, "head")
+    ids = encode_prompt(tokenizer, prompt, config.block_size)
+    return attention_view(trace_prompt(model, ids), tokenizer, layers, heads)

@@ -10,7 +10,7 @@ In the order a reader follows the math, for token i of a prompt, layer L, head H
     6. output:      Σ_j weight_j · v_j, then through c_proj into the residual stream
     7. prediction:  the likeliest next characters after position i
 
-The tensors come from the model's own forward pass (tinygpt.trace); steps 4–6
+The tensors come from the model's own forward pass (tinygpt.explain.trace); steps 4–6
 are the formula of tinygpt.attention applied to the model's q, k and v, one row
 at a time, so that every intermediate can be shown.
 """
@@ -23,11 +23,11 @@ import torch
 
 from tinygpt.attention import scaled_scores
 from tinygpt.checkpoint import load_checkpoint
-from tinygpt.display import quoted
 from tinygpt.errors import UserError
+from tinygpt.explain.glyphs import quoted
+from tinygpt.explain.trace import Trace, encode_prompt, focus, trace_prompt
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
-from tinygpt.trace import Trace, encode_prompt, focus, trace_prompt
 
 SHOWN_TERMS = 3  # products of q·k written out before "…"
 

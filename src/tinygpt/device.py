@@ -1,0 +1,29 @@
+"""Which device to run on: `auto` picks the best one this machine has; an explicit choice must exist."""
+
+import torch
+
+from tinygpt.config import DEVICES
+from tinygpt.errors import UserError
+
+
+def pick_device(name: str) -> torch.device:
+    """auto → cuda, then mps, then cpu; an explicit choice must exist on this machine."""
+    if name not in DEVICES:
+        raise UserError(f"unknown device {name!r}; use one of {', '.join(DEVICES)}")
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError(
+            "device cuda was asked for, but CUDA is not available on this machine "
+            f"(torch {torch.__version__}); use device auto or cpu"
+        )
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise UserError(
+            "device mps was asked for, but Apple's MPS is not available on this machine; "
+            "use device auto or cpu"
+        )
+    return torch.device(name)

@@ -1,0 +1,121 @@
+"""Generation: the KV cache, the refill rule at block_size, sampling filters, streaming.
+
+Without a cache, every new character re-runs the whole context through every
+layer. With it, each step computes q, k, v for the one new position only and
+attends over the stored keys and values. Positions are learned and absolute, so
+a full cache cannot just drop its oldest entry (every position would shift): it
+is refilled from the most recent block_size // 2 characters, one pass over half
+a block every block_size // 2 steps. Without the cache every step re-reads the
+last block_size characters: an exact sliding window, at a full pass per character.
+"""
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from tinygpt.model import GPT, GPTConfig
+
+
+class KVCache:
+    """Pre-allocated (B, nh, block_size, hs) key and value buffers for each layer."""
+
+    def __init__(self, config: "GPTConfig", batch_size: int):
+        self.config = config
+        self.batch_size = batch_size
+        self.keys: list[torch.Tensor | None] = [None] * config.n_layer
+        self.values: list[torch.Tensor | None] = [None] * config.n_layer
+        self.length = 0  # positions stored; also the position of the next token
+
+    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this step's keys and values (B, nh, T, hs); return all so far (B, nh, length + T, hs)."""
+        if self.keys[layer] is None:  # allocate on first use, in the dtype autocast produced
+            shape = (self.batch_size, self.config.n_head, self.config.block_size, self.config.head_size)
+            self.keys[layer] = torch.empty(shape, dtype=k.dtype, device=k.device)
+            self.values[layer] = torch.empty(shape, dtype=v.dtype, device=v.device)
+        end = self.length + k.size(2)
+        keys, values = self.keys[layer], self.values[layer]
+        keys[:, :, self.length : end] = k
+        values[:, :, self.length : end] = v
+        return keys[:, :, :end], values[:, :, :end]
+
+    def advance(self, steps: int) -> None:
+        """Called by the model once every layer has stored this step's positions."""
+        self.length += steps
+
+    def reset(self) -> None:
+        """Forget every position (the buffers are kept and overwritten)."""
+        self.length = 0
+
+
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Pick the next id for each row of logits (B, vocab); returns (B, 1).
+
+    temperature 0 is greedy (argmax); otherwise logits are divided by the
+    temperature, cut to the top_k most likely ids (top_k larger than the
+    vocabulary keeps all), then to the smallest set whose probabilities add up
+    to at least top_p (nucleus sampling), and one id is drawn.
+    """
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float() / temperature
+    if top_k is not None and top_k < logits.size(-1):
+        kth_best = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth_best, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        logits = _nucleus(logits, top_p)
+    probs = F.softmax(logits, dim=-1)  # (B, vocab)
+    return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
+
+
+def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Mask all but the most likely ids whose cumulative probability first reaches top_p."""
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, vocab)
+    probs = F.softmax(sorted_logits, dim=-1)
+    ranked_above = probs.cumsum(dim=-1) - probs  # probability of the ids more likely than each
+    drop_sorted = ranked_above >= top_p  # the most likely id always stays
+    drop = torch.empty_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+@torch.inference_mode()  # no autograd bookkeeping at all: cheaper per step than no_grad
+def stream(
+    model: "GPT",
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> Iterator[torch.Tensor]:
+    """Yield the next character ids (B, 1) after idx (B, T), one step at a time, as they are sampled.
+
+    With use_cache (the default) each step runs one position through the model; a
+    full cache is refilled from the last block_size // 2 characters (see the module
+    docstring). With use_cache=False each step re-reads the last block_size characters.
+    """
+    block_size = model.config.block_size
+    context = idx[:, -block_size:]
+    cache = KVCache(model.config, idx.size(0)) if use_cache else None
+    for _ in range(max_new_tokens):
+        if cache is None:
+            logits, _ = model(context[:, -block_size:], last_only=True)
+        elif cache.length == 0:  # a fresh or refilled cache: the whole context in one pass
+            logits, _ = model(context, cache=cache, last_only=True)
+        else:  # the one new position
+            logits, _ = model(context[:, -1:], cache=cache, last_only=True)
+        next_id = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B, 1)
+        yield next_id
+        context = torch.cat([context, next_id], dim=1)[:, -block_size:]
+        if cache is not None and cache.length == block_size:  # full: refill from the recent half
+            cache.reset()
+            context = context[:, -max(1, block_size // 2) :]

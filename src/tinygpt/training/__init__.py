@@ -1,0 +1,13 @@
+"""Training: the loop, its set-up, the run directory, and what keeps a run safe.
+
+loop.py         train(): set up, then step, evaluate and save until max_iters
+setup.py        the model, optimizer, batches and precision of one process (shared with bench)
+step.py         one optimizer step, the learning-rate schedule, the loss estimate
+precision.py    dtype, autocast and loss scaling; compile preflight; out-of-memory
+run_dir.py      checkpoints/<run>/: its files, and taking it for a run
+lock.py         one run per directory
+interrupt.py    Ctrl-C and SIGTERM: save, then stop
+divergence.py   a NaN or infinite loss stops the run before it reaches a checkpoint
+memory.py       will it fit? checked before any weight is allocated
+distributed.py  torchrun, the process group, DDP
+"""

@@ -1,0 +1,300 @@
+"""Training: a config in, a run directory with checkpoints and metrics out.
+
+`train` takes the run directory and the signals, then `_train` reads top to
+bottom: set up, then one optimizer step per iteration, evaluating and saving
+every eval_interval steps and always at the last step. What the loop keeps
+between steps lives in one `Training` object, whose methods are the things the
+loop does at an evaluation, at a save, at a stop and on divergence.
+"""
+
+import dataclasses
+import math
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+from tqdm import tqdm
+
+from tinygpt.checkpoint import build_payload, read_checkpoint, save_checkpoint
+from tinygpt.config import RunConfig
+from tinygpt.device import pick_device
+from tinygpt.errors import UserError
+from tinygpt.training.distributed import Ranks, process_group
+from tinygpt.training.divergence import LossWatch
+from tinygpt.training.interrupt import Interrupted, StopRequest
+from tinygpt.training.precision import cpu_multiplies_bfloat16, out_of_memory
+from tinygpt.training.run_dir import RunDirectory
+from tinygpt.training.setup import Setup, set_up
+from tinygpt.training.step import estimate_loss, global_batch, lr_at
+
+RESUME_ADVICE = (
+    "--resume needs it: put back a good copy, or start afresh with another out_dir "
+    "(best.pt, if it reads, still samples)"
+)
+
+
+@dataclass
+class Progress:
+    """Where the run stands: the part of the training record that --resume restores."""
+
+    step: int = 0
+    tokens_seen: int = 0
+    best_val_loss: float = float("inf")
+    best_step: int | None = None
+    wall_time_s: float = 0.0
+    train_loss: float | None = None
+    val_loss: float | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "Progress":
+        return cls(**{f.name: record[f.name] for f in dataclasses.fields(cls)})
+
+
+def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train as config says; returns the training record (also saved in the checkpoints).
+
+    Started by torchrun, each process trains one replica with DistributedDataParallel
+    (see tinygpt.training.distributed); started plainly, it is one process. The run
+    directory is locked for the whole run (by rank 0, which writes it). The first Ctrl-C
+    or SIGTERM stops the run at the end of a step with last.pt saved, by raising
+    `Interrupted` (see tinygpt.training.interrupt).
+    """
+    with (
+        process_group(pick_device(config.train.device)) as ranks,
+        RunDirectory(config.out_dir) as run,
+        StopRequest() as stop,
+    ):
+        try:
+            return _train(config, resume, progress, ranks, run, stop)
+        except RuntimeError as error:
+            if not out_of_memory(error):
+                raise
+            raise UserError(
+                f"out of memory on {ranks.device.type}: a training step needs more than is free; make "
+                "train.batch_size smaller (train.grad_accum_steps keeps the batch per optimizer step), "
+                f"or model.block_size, or the model; any checkpoints already in {run.path} are intact "
+                "(--resume continues from last.pt)"
+            ) from None
+
+
+def _train(
+    config: RunConfig, resume: bool, progress: bool, ranks: Ranks, run: RunDirectory, stop: StopRequest
+) -> dict[str, Any]:
+    # ---------------------------------------------------------------- set-up
+    t = config.train
+    saved = read_checkpoint(run.last, advice=RESUME_ADVICE) if resume and run.last.is_file() else None
+    setup = set_up(config, ranks, saved, run.last)
+    if ranks.is_main:
+        run.prepare(config, resume)
+    else:  # rank 0 locks and writes the run directory
+        run.check(resume)
+    state = Progress.from_record(saved["record"]) if saved is not None else Progress()
+    if saved is not None:
+        setup.restore(saved)
+        if ranks.is_main:
+            run.rewind_metrics(state.step)
+    start_step = state.step
+    if start_step > t.max_iters:
+        raise UserError(
+            f"--resume: {run.last} is at step {start_step}, past train.max_iters = {t.max_iters}; "
+            f"set train.max_iters above {start_step} to train on"
+        )
+    if ranks.is_main:
+        _print_summary(setup, run, start_step)
+    training = Training(setup, run, state, resumed=saved is not None)
+
+    # ---------------------------------------------------------------- loop
+    bar = tqdm(
+        total=t.max_iters,
+        initial=start_step,
+        disable=not progress or not ranks.is_main,
+        unit="step",
+        dynamic_ncols=True,
+    )
+    with bar:  # closed however the loop ends, so that an error line starts on a line of its own
+        interval_start, interval_steps = time.perf_counter(), 0
+        step = start_step
+        stop.arm()
+        while True:
+            last_step = step == t.max_iters
+            resumed_here = saved is not None and step == start_step  # evaluated before last.pt was saved
+            if (step % t.eval_interval == 0 or last_step) and not resumed_here:
+                training.evaluate(step, bar)
+            if last_step:
+                break
+            signum = _agreed_stop(stop, ranks, step, t.log_interval)
+            if signum:  # Ctrl-C or SIGTERM came during the step just finished: save it and stop
+                training.stop(step, signum)
+
+            loss = setup.step(step)
+            step += 1
+            training.stepped(step, loss)
+            bar.update(1)
+
+            interval_steps += 1
+            if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
+                training.check_losses(step)
+                now = time.perf_counter()
+                speed = interval_steps * setup.tokens_per_step / (now - interval_start)
+                lr = lr_at(step - 1, t)
+                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+                interval_start, interval_steps = now, 0
+    return training.finish()
+
+
+class Training:
+    """A run in progress: its set-up, where it stands, and what the loop does besides stepping."""
+
+    def __init__(self, setup: Setup, run: RunDirectory, progress: Progress, resumed: bool):
+        self.setup = setup
+        self.run = run
+        self.progress = progress
+        self.start_step = progress.step
+        self.last_saved = progress.step if resumed else None  # the step last.pt holds
+        self.started = time.perf_counter() - progress.wall_time_s
+        t = setup.config.train
+        self.watch = LossWatch(t.log_interval, setup.ranks.device, last_checked=progress.step)
+
+    def stepped(self, step: int, loss: torch.Tensor) -> None:
+        """Count the step just taken (`step` is the count so far) and keep its loss for the watch."""
+        self.progress.step = step
+        self.progress.tokens_seen += self.setup.tokens_per_step
+        self.watch.add(step, loss)
+
+    def evaluate(self, step: int, bar: tqdm) -> None:
+        """Estimate both losses, log them, and save last.pt (and best.pt on a new best)."""
+        s, p, t = self.setup, self.progress, self.setup.config.train
+        self.check_losses(step)
+        losses = estimate_loss(s.model, s.splits, t.eval_iters, t.seed + 1, s.precision.autocast, s.ranks)
+        if not all(math.isfinite(v) for v in losses.values()):
+            self.diverged(f"the evaluation at step {step} gave losses {losses}")
+        p.step, p.train_loss, p.val_loss = step, losses["train"], losses["val"]
+        p.wall_time_s = time.perf_counter() - self.started
+        improved = losses["val"] < p.best_val_loss  # the same on every rank: losses are summed
+        if improved:
+            p.best_val_loss, p.best_step = losses["val"], step
+        if s.ranks.is_main:
+            self.run.log(
+                {
+                    "step": step,
+                    "tokens": p.tokens_seen,
+                    "train_loss": losses["train"],
+                    "val_loss": losses["val"],
+                    "lr": lr_at(step, t),
+                    "time_s": p.wall_time_s,
+                }
+            )
+            best = " (best)" if improved else ""
+            bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
+        if step > self.start_step:
+            self.save(self.run.last, with_state=True)
+            if improved:
+                self.save(self.run.best, with_state=False)
+
+    def stop(self, step: int, signum: int) -> NoReturn:
+        """Save the step just finished (unless last.pt holds it) and raise Interrupted."""
+        self.check_losses(step)
+        if self.last_saved != step:
+            self.progress.wall_time_s = time.perf_counter() - self.started
+            self.save(self.run.last, with_state=True)
+        name = signal.Signals(signum).name
+        raise Interrupted(signum, f"stopped by {name} at step {step}; saved {self.run.last}")
+
+    def save(self, path: Path, with_state: bool) -> None:
+        """A checkpoint of the current model; with optimizer and random states (every rank's) for last.pt."""
+        s = self.setup
+        rank_rng = s.ranks.gather(s.rng_state()) if with_state else None  # every rank takes part
+        if s.ranks.is_main:
+            # a step can ruin the weights while its own loss is finite (an infinite gradient): never save them
+            if not torch.stack([p.isfinite().all() for p in s.model.parameters()]).all():
+                self.diverged(f"the weights are no longer finite at step {self.progress.step}")
+            optimizer = s.optimizer.state_dict() if with_state else None  # the same on every rank
+            record = self.record()
+            save_checkpoint(
+                build_payload(s.model, s.corpus.tokenizer, s.config.to_dict(), record, optimizer, rank_rng),
+                path,
+            )
+        if with_state:
+            self.last_saved = self.progress.step  # on every rank: a stop saves only where none is
+
+    def check_losses(self, step: int) -> None:
+        """Stop if any training loss up to `step` was NaN or infinite."""
+        found = self.watch.check(step)
+        if found:
+            self.diverged(f"the loss was {found[1]} at step {found[0]}")
+
+    def diverged(self, what: str) -> NoReturn:
+        t = self.setup.config.train
+        kept = (
+            f"{self.run.last} still holds step {self.last_saved}, to --resume from"
+            if self.last_saved is not None
+            else "no checkpoint had been saved yet"
+        )
+        clip = f"lower train.grad_clip (now {t.grad_clip:g})" if t.grad_clip > 0 else "set train.grad_clip"
+        lr = f"lower train.learning_rate (now {t.learning_rate:g})"
+        raise UserError(f"training diverged: {what}; {lr} or {clip}; {kept}")
+
+    def finish(self) -> dict[str, Any]:
+        """The record of the run as it ends."""
+        self.progress.wall_time_s = time.perf_counter() - self.started
+        return self.record()
+
+    def record(self) -> dict[str, Any]:
+        """The training record: progress, and how and where it was made."""
+        s = self.setup
+        return {
+            **dataclasses.asdict(self.progress),
+            "device": str(s.ranks.device),
+            "dtype": s.precision.dtype,
+            "torch_version": str(torch.__version__),
+            "num_params": s.model.num_params(),
+            "world_size": s.ranks.world_size,
+            "global_batch": global_batch(s.config.train, s.ranks),
+        }
+
+
+def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:
+    """The signal to stop on at this step, the same on every rank; None to go on.
+
+    One process stops at the end of the step in which the signal came. Several
+    must stop at the same step (a checkpoint gathers from all of them), so they
+    compare notes every `every` steps, one all-reduce there and no waiting on
+    each other in between: they stop at the first such step after any was told to.
+    """
+    if not ranks.distributed:
+        return stop.signum
+    if step % every:
+        return None
+    return int(ranks.max(torch.tensor(stop.signum or 0, device=ranks.device)).item()) or None
+
+
+def _print_summary(setup: Setup, run: RunDirectory, step: int) -> None:
+    model, corpus, ranks, t = setup.model, setup.corpus, setup.ranks, setup.config.train
+    c, device, dtype = model.config, ranks.device, setup.precision.dtype
+    print(
+        f"model: {model.num_params() / 1e6:.2f}M parameters ({c.n_layer} layers, {c.n_head} heads, "
+        f"{c.n_embd} wide, block {c.block_size})"
+    )
+    print(
+        f"corpus: {corpus.path} ({len(corpus.train) + len(corpus.val):,} characters, "
+        f"vocabulary {corpus.tokenizer.vocab_size})"
+    )
+    print(
+        f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
+        f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
+        f"{f', resuming at step {step}' if step else ''}; run directory {run.path}"
+    )
+    if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
+        print(
+            "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "
+            "slower than float32 here; set train.dtype to auto or float32"
+        )
+    if ranks.distributed:
+        print(
+            f"distributed: {ranks.world_size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), "
+            f"global batch {global_batch(t, ranks)} = {t.batch_size} per rank × {ranks.world_size} ranks "
+            f"× {t.grad_accum_steps} accumulation steps"
+        )

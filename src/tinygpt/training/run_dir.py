@@ -1,0 +1,75 @@
+"""A run directory, checkpoints/<run>/: what is in it, and taking it for one training run.
+
+    config.yaml      the resolved config
+    metrics.jsonl    one JSON object per evaluation (tinygpt.metrics)
+    last.pt          the latest state, for --resume
+    best.pt          the model at its lowest validation loss
+    lock             held while a run writes here (tinygpt.training.lock)
+
+Every file here is written through tinygpt.files.write_atomic (metrics.jsonl is appended).
+"""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tinygpt.config import RunConfig
+from tinygpt.errors import UserError
+from tinygpt.files import write_atomic
+from tinygpt.metrics import append_metrics, rewind_metrics
+from tinygpt.training.lock import RunLock
+
+
+class RunDirectory:
+    """The files of one run. A context manager: the lock taken by `prepare` is released on leaving."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.last = self.path / "last.pt"
+        self.best = self.path / "best.pt"
+        self.metrics = self.path / "metrics.jsonl"
+        self.lock = RunLock(self.path)
+
+    def __enter__(self) -> "RunDirectory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+    def check(self, resume: bool) -> None:
+        """Refuse a directory that cannot take this run (a file, no run to resume, a run in the way)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"out_dir {self.path} is a file, not a directory; choose another out_dir")
+        if resume and not self.last.is_file():
+            raise UserError(
+                f"--resume: there is no {self.last} to resume from; train without --resume to start this run"
+            )
+        if not resume and self.last.exists():
+            raise UserError(
+                f"{self.path} already holds a run; add --resume to continue it, or start a "
+                f"new one elsewhere with --set out_dir=checkpoints/<new name>"
+            )
+
+    def prepare(self, config: RunConfig, resume: bool) -> None:
+        """Lock the directory, then write config.yaml and clear what a killed run left half-done."""
+        self.check(resume)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()  # before anything in the directory changes
+            write_atomic(self.path / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
+            if not resume:  # what a run that died before its first checkpoint logged
+                self.metrics.unlink(missing_ok=True)
+            for partial in self.path.glob(".*.partial"):  # left by a save that was killed (we hold the lock)
+                partial.unlink()
+        except OSError as e:
+            raise UserError(
+                f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
+            ) from None
+
+    def rewind_metrics(self, step: int) -> None:
+        """Forget what a run that died after last.pt logged beyond it: the resumed run logs it again."""
+        rewind_metrics(self.metrics, step)
+
+    def log(self, entry: dict[str, Any]) -> None:
+        append_metrics(self.metrics, entry)

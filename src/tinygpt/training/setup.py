@@ -1,0 +1,114 @@
+"""Everything one training process needs before its first step, built the same way for
+`tinygpt train` and `tinygpt bench`: precision, corpus, model, optimizer, batches, generator."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tinygpt.checkpoint import model_from_payload
+from tinygpt.config import RunConfig
+from tinygpt.data import Batches, Corpus, load_corpus
+from tinygpt.errors import UserError
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.training.distributed import Ranks
+from tinygpt.training.memory import check_fits
+from tinygpt.training.precision import Precision, check_compile_works, precision_for, prepare_device
+from tinygpt.training.step import global_batch, lr_at, make_optimizer, train_step
+
+
+@dataclass
+class Setup:
+    """A training process ready to step: `step(i)` takes optimizer step i exactly as training does."""
+
+    config: RunConfig
+    ranks: Ranks
+    corpus: Corpus
+    model: GPT  # the plain model: what checkpoints hold
+    step_model: torch.nn.Module  # what the step runs: the model, compiled and/or in DDP
+    optimizer: torch.optim.Optimizer
+    precision: Precision
+    splits: dict[str, Batches]  # "train" and "val" windows
+    generator: torch.Generator  # this rank's stream of training batches
+
+    @property
+    def tokens_per_step(self) -> int:
+        return global_batch(self.config.train, self.ranks) * self.config.model.block_size
+
+    def step(self, step: int) -> torch.Tensor:
+        """Optimizer step `step` (from 0); returns the loss, still on the device."""
+        t = self.config.train
+        batches = self.splits["train"]
+        return train_step(
+            self.step_model,
+            self.optimizer,
+            self.precision,
+            batches,
+            self.generator,
+            t,
+            lr_at(step, t),
+            self.ranks,
+        )
+
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        """This rank's random states, as a checkpoint keeps them."""
+        state = {"torch": torch.get_rng_state(), "batches": self.generator.get_state()}
+        if self.ranks.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.ranks.device)
+        return state
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """The optimizer and this rank's random states from a last.pt (weights are set up from it)."""
+        self.optimizer.load_state_dict(saved["optimizer"])
+        by_rank = saved.get("rank_rng", [saved["rng"]])
+        if self.ranks.rank >= len(by_rank):  # a rank the saved run did not have starts its own stream
+            return
+        state = by_rank[self.ranks.rank]
+        torch.set_rng_state(state["torch"])
+        self.generator.set_state(state["batches"])
+        if self.ranks.device.type == "cuda" and "cuda" in state:
+            torch.cuda.set_rng_state(state["cuda"], self.ranks.device)
+
+
+def set_up(
+    config: RunConfig, ranks: Ranks, saved: dict[str, Any] | None = None, saved_path: Path | None = None
+) -> Setup:
+    """Build the process's training state; from `saved` (a last.pt's payload) when resuming.
+
+    Checks come first (precision, compile, the corpus, will it fit), so a mistake
+    stops before any weight is allocated.
+    """
+    t, device = config.train, ranks.device
+    prepare_device(device)
+    precision = precision_for(t.dtype, device)
+    if t.compile:
+        check_compile_works(device)
+    corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
+    model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
+    check_fits(model_config, t.batch_size, device)
+
+    torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
+    if saved is not None:
+        _check_same_model(saved, model_config, saved_path)
+        model = model_from_payload(saved, saved_path)
+    else:
+        model = GPT(model_config)
+    model.to(device)
+    optimizer = make_optimizer(model, t, device)
+    step_model = torch.compile(model) if t.compile else model
+    step_model = ranks.wrap(step_model)  # DistributedDataParallel when there are several ranks
+    splits = {
+        name: Batches(ids, model_config.block_size, t.batch_size, device)
+        for name, ids in (("train", corpus.train), ("val", corpus.val))
+    }
+    generator = torch.Generator().manual_seed(t.seed + ranks.rank)  # each rank its own batches
+    return Setup(config, ranks, corpus, model, step_model, optimizer, precision, splits, generator)
+
+
+def _check_same_model(saved: dict, model_config: GPTConfig, path: Path | None) -> None:
+    if saved["model_config"] != vars(model_config):
+        raise UserError(
+            f"--resume: the config's model ({vars(model_config)}) differs from the one in "
+            f"{path} ({saved['model_config']}); resume with the run's own config.yaml"
+        )

@@ -1,0 +1,104 @@
+"""One optimizer step, its learning rate, its optimizer, and the loss estimate at evaluations."""
+
+import math
+
+import torch
+from torch.torch_version import TorchVersion
+
+from tinygpt.config import TrainSection
+from tinygpt.data import Batches
+from tinygpt.model import GPT
+from tinygpt.training.distributed import ONE_PROCESS, Ranks
+from tinygpt.training.precision import Precision
+
+
+def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (dim ≥ 2) only: biases, norms' gains stay undecayed."""
+    params = [p for p in model.parameters() if p.requires_grad]  # the tied weight appears once
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    assert len(decay) + len(no_decay) == len(params), "every parameter in exactly one group"
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # fused: one kernel per tensor for the whole update, faster than foreach (on CPU from torch 2.4)
+    fused = device.type == "cuda" or (device.type == "cpu" and TorchVersion(torch.__version__) >= "2.4")
+    return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
+
+
+def global_batch(t: TrainSection, ranks: Ranks) -> int:
+    """Sequences per optimizer step: the batch of each rank's micro-step × ranks × micro-steps."""
+    return t.batch_size * ranks.world_size * t.grad_accum_steps
+
+
+def lr_at(step: int, t: TrainSection) -> float:
+    """Linear warm-up to learning_rate, then cosine decay to min_lr at max_iters."""
+    if step < t.warmup_iters:
+        return t.learning_rate * (step + 1) / (t.warmup_iters + 1)
+    span = max(1, t.max_iters - t.warmup_iters)
+    progress = min(1.0, (step - t.warmup_iters) / span)
+    return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.learning_rate - t.min_lr)
+
+
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    precision: Precision,
+    batches: Batches,
+    generator: torch.Generator,
+    t: TrainSection,
+    lr: float,
+    ranks: Ranks = ONE_PROCESS,
+) -> torch.Tensor:
+    """One optimizer step over grad_accum_steps micro-batches; returns the last micro-batch's loss.
+
+    Under DDP, gradients are averaged across ranks on the last micro-batch only.
+    The loss stays on the device: reading it (.item()) would make the host wait
+    for the device, so the loop does that only at log intervals.
+    """
+    scaler = precision.scaler
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    for micro_step in range(t.grad_accum_steps):
+        x, y = batches.sample(generator)
+        with ranks.sync_gradients(model, sync=micro_step == t.grad_accum_steps - 1):
+            with precision.autocast:
+                _, loss = model(x, y)
+            # the loss is a mean per micro-batch: scale so the summed gradients average them
+            scaler.scale(loss / t.grad_accum_steps).backward()
+    if t.grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
+@torch.no_grad()
+def estimate_loss(
+    model: torch.nn.Module,
+    splits: dict[str, Batches],
+    iters: int,
+    seed: int,
+    autocast,
+    ranks: Ranks = ONE_PROCESS,
+) -> dict:
+    """Mean loss over `iters` batches per split, the same batches at every evaluation.
+
+    With several ranks, rank r evaluates batches r, r + world_size, …, and the
+    sums are added up across ranks: the same mean as one process, sooner.
+    """
+    model.eval()
+    losses = {}
+    for name, batches in splits.items():
+        generator = torch.Generator().manual_seed(seed)
+        total = torch.zeros((), device=batches.device)
+        for i in range(iters):
+            x, y = batches.sample(generator)  # every rank draws every batch, to stay in step
+            if i % ranks.world_size != ranks.rank:
+                continue
+            with autocast:
+                _, loss = model(x, y)
+            total += loss.float()
+        losses[name] = ranks.sum(total).item() / iters
+    model.train()
+    return losses

@@ -1,0 +1,130 @@
+"""Generation: sampling filters, the KV cache, the refill rule past block_size, streaming."""
+
+import torch
+
+from tinygpt import GPT, GPTConfig
+from tinygpt.generate import KVCache, sample_next, stream
+
+
+def small_model(seed: int = 0, **overrides) -> GPT:
+    torch.manual_seed(seed)
+    config = dict(vocab_size=11, block_size=16, n_layer=3, n_head=4, n_embd=32, dropout=0.0)
+    return GPT(GPTConfig(**(config | overrides))).eval()
+
+
+def draw(logits, n=2000, **kw):
+    g = torch.Generator().manual_seed(0)
+    return torch.cat([sample_next(logits, generator=g, **kw) for _ in range(n)]).flatten()
+
+
+def test_temperature_zero_is_argmax():
+    logits = torch.tensor([[0.1, 3.0, 2.9], [5.0, 0.0, 0.0]])
+    assert sample_next(logits, temperature=0).flatten().tolist() == [1, 0]
+
+
+def test_top_k_keeps_only_the_k_most_likely():
+    logits = torch.log(torch.tensor([[0.1, 0.4, 0.2, 0.3]]))
+    assert set(draw(logits, top_k=2).tolist()) == {1, 3}
+    assert set(draw(logits, top_k=99).tolist()) == {0, 1, 2, 3}  # more than the vocabulary: all
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    logits = torch.log(torch.tensor([[0.1, 0.5, 0.15, 0.25]]))
+    assert set(draw(logits, top_p=0.7).tolist()) == {1, 3}  # 0.5 + 0.25 ≥ 0.7
+    assert set(draw(logits, top_p=0.3).tolist()) == {1}  # the most likely always stays
+    assert set(draw(logits, top_p=1.0).tolist()) == {0, 1, 2, 3}
+
+
+def test_sampled_frequencies_follow_the_distribution():
+    probs = torch.tensor([[0.2, 0.5, 0.3]])
+    counts = torch.bincount(draw(torch.log(probs), n=4000), minlength=3) / 4000
+    assert torch.allclose(counts, probs[0], atol=0.03)
+
+
+def test_cached_forward_equals_full_forward():
+    model = small_model()
+    idx = torch.randint(11, (2, 12))
+    full, _ = model(idx)
+    cache = KVCache(model.config, 2)
+    prefix, _ = model(idx[:, :5], cache=cache)  # a prompt
+    chunk, _ = model(idx[:, 5:8], cache=cache)  # several new positions at once
+    steps = [model(idx[:, t : t + 1], cache=cache)[0] for t in range(8, 12)]  # one at a time
+    assert torch.allclose(torch.cat([prefix, chunk, *steps], dim=1), full, atol=1e-5)
+
+
+def test_greedy_output_with_and_without_cache_is_identical_up_to_block_size():
+    model = small_model(seed=3)
+    idx = torch.randint(11, (2, 4))
+    with_cache = model.generate(idx, 12, temperature=0)  # 4 + 12 = block_size
+    without = model.generate(idx, 12, temperature=0, use_cache=False)
+    assert torch.equal(with_cache, without)
+
+
+def test_exact_mode_slides_the_window_past_block_size():
+    model = small_model(seed=1)
+    idx = torch.randint(11, (1, 5))
+    out = model.generate(idx, 40, temperature=0, use_cache=False)
+    assert out.shape == (1, 45)
+    seq = idx
+    for _ in range(40):  # the definition: argmax over the last block_size characters
+        logits, _ = model(seq[:, -16:])
+        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, seq)
+
+
+def test_cached_generation_runs_past_block_size_by_refilling_from_recent_tokens():
+    model = small_model(seed=2)
+    out = model.generate(
+        torch.zeros(2, 3, dtype=torch.long), 50, temperature=1.0, generator=torch.Generator().manual_seed(0)
+    )
+    assert out.shape == (2, 53)
+    assert int(out.max()) < 11
+
+
+def test_the_refilled_cache_predicts_what_the_model_does_from_the_recent_half_block():
+    """The refill rule, checked against a reference built from the model's plain forward pass.
+
+    Greedy, the cache holds a growing context; once a prediction has used a full block, it
+    starts again from the most recent block_size // 2 characters. So each new character is
+    the argmax of the model run on the characters since the last refill point.
+    """
+    model = small_model(seed=3)
+    with torch.no_grad():  # large random weights, positions weighing most: output that depends on them
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+        model.wpe.weight.normal_(0.0, 3.0)
+    block, half = 16, 8
+    prompt = torch.randint(11, (1, 5))
+    out = model.generate(prompt, 60, temperature=0)
+    seq, start = prompt, 0  # start: where the context the cache holds begins
+    for _ in range(60):
+        if seq.size(1) - start > block:  # the cache held a full block: refill from the last half
+            start = seq.size(1) - half
+        logits, _ = model(seq[:, start:])
+        seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, seq)
+    assert not torch.equal(out, model.generate(prompt, 60, temperature=0, use_cache=False))  # not a window
+
+
+def test_generation_flips_no_process_wide_switch(monkeypatch):
+    """A library caller with threads sees torch's settings as it left them, during every step too."""
+    model = small_model()
+    seen = []
+    block_forward = model.h[0].forward
+
+    def spy(x, cache=None):
+        seen.append((x.size(1), torch.backends.mkldnn.enabled))
+        return block_forward(x, cache)
+
+    monkeypatch.setattr(model.h[0], "forward", spy)
+    for _ in stream(model, torch.zeros(1, 2, dtype=torch.long), 4):
+        assert torch.backends.mkldnn.enabled
+    assert seen == [(2, True), (1, True), (1, True), (1, True)]  # the prompt, then one-token steps
+
+
+def test_sampling_is_reproducible_with_a_generator():
+    model = small_model()
+    idx = torch.zeros(1, 1, dtype=torch.long)
+    a = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
+    b = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(a, b)
