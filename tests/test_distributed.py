@@ -1,6 +1,8 @@
 """Training on two CPU processes with torchrun (gloo), as a user starts it."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -11,12 +13,14 @@ import torch
 import yaml
 from conftest import tiny_raw
 
-from tinygpt import distributed
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
-from tinygpt.distributed import from_environment, process_group
 from tinygpt.errors import UserError
-from tinygpt.train import train
+from tinygpt.training import distributed
+from tinygpt.training.distributed import from_environment, process_group
+from tinygpt.training.loop import train
+
+pytestmark = pytest.mark.slow  # torchrun jobs of two processes
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
@@ -25,13 +29,19 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 def torchrun(script: Path, raw: dict, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     config = tmp_path / f"{Path(raw['out_dir']).name}.yaml"
     config.write_text(yaml.safe_dump(raw))
-    return subprocess.run(
-        [*TORCHRUN, str(script), "--config", str(config), "--quiet", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=180,  # a guard against a hang: a healthy run takes seconds
+    command = [*TORCHRUN, str(script), "--config", str(config), "--quiet", *args]
+    job = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
     )
+    try:
+        out, err = job.communicate(timeout=300)  # a guard against a hang: a healthy run takes seconds
+    finally:
+        try:  # torchrun and every rank it started, whatever happened: no process is left behind
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()
+    return subprocess.CompletedProcess(command, job.returncode, out, err)
 
 
 def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus_file, tmp_path):
