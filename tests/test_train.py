@@ -6,7 +6,7 @@ import yaml
 from conftest import tiny_raw
 
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
-from tinygpt import GPT, load_checkpoint
+from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
@@ -31,6 +31,20 @@ def test_training_learns_and_writes_a_complete_run_directory(tiny_config):
     assert "optimizer" in read_checkpoint(f"{run}/last.pt")
     assert "optimizer" not in read_checkpoint(f"{run}/best.pt")  # best.pt is for using the model
     assert "KING" in tokenizer.decode(tokenizer.encode("KING"))
+
+
+def test_a_run_whose_first_evaluation_stays_its_best_still_leaves_that_best_pt(corpus_file, tmp_path):
+    """learning_rate 1.0 makes every later evaluation worse than step 0's: best.pt is the step-0 model."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", learning_rate=1.0, min_lr=0.1, warmup_iters=0, max_iters=40)
+    raw["train"]["grad_clip"] = 0.5  # large steps, finite losses
+    record = train(from_dict(raw), progress=False)
+    metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert record["best_step"] == 0 and all(m["val_loss"] > metrics[0]["val_loss"] for m in metrics[1:])
+    best = read_checkpoint(tmp_path / "run" / "best.pt")
+    assert best["record"]["step"] == 0 and best["record"]["best_val_loss"] == metrics[0]["val_loss"]
+    torch.manual_seed(raw["train"].get("seed", 1337))  # the weights training started from
+    initial = GPT(GPTConfig(**best["model_config"])).state_dict()
+    assert all(torch.equal(initial[k], best["model"][k]) for k in initial)
 
 
 def test_gradient_accumulation_matches_one_big_batch(corpus_file, tmp_path):

@@ -191,8 +191,8 @@ class Training:
             bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
         if step > self.start_step:
             self.save(self.run.last, with_state=True)
-            if improved:
-                self.save(self.run.best, with_state=False)
+        if improved:  # step 0 too: a run whose later evaluations never beat it still has a best.pt
+            self.save(self.run.best, with_state=False)
 
     def stop(self, step: int, signum: int) -> NoReturn:
         """Save the step just finished (unless last.pt holds it) and raise Interrupted."""
