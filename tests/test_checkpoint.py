@@ -92,7 +92,7 @@ def test_an_object_of_a_class_is_refused_and_random_bytes_are_not_a_checkpoint(t
         read_checkpoint(objects)
     noise = tmp_path / "noise.pt"
     noise.write_bytes(
-        torch.randint(0, 256, (5000,), generator=torch.Generator().manual_seed(1)).byte().numpy().tobytes()
+        bytes(torch.randint(0, 256, (5000,), generator=torch.Generator().manual_seed(1)).tolist())
     )
     with pytest.raises(
         UserError, match=r"noise.pt is not a tinygpt checkpoint \(not a file written by torch.save\)"

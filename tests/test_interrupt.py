@@ -179,7 +179,6 @@ def test_a_signal_before_training_starts_stops_at_once(tiny_config, monkeypatch)
 @pytest.mark.slow
 def test_under_torchrun_one_signal_stops_every_rank_at_the_same_step(tmp_path, corpus_file):
     """torchrun passes Ctrl-C on to each rank; they agree on a step, save once and stop."""
-    pytest.importorskip("numpy", reason="torch.distributed's gather_object needs NumPy")
     raw = tiny_raw(
         corpus_file, tmp_path / "run", max_iters=10**6, eval_interval=20, eval_iters=2, batch_size=4
     )

@@ -2,7 +2,9 @@
 
 import os
 import shutil
+import struct
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -130,8 +132,22 @@ def test_clicking_a_token_shows_its_weights(odd_checkpoint, tmp_path, open_page)
         position={"x": cell / 2, "y": 3.5 * cell}
     )
     assert 'Position 3, "L", through layer 0, head 1.' in page.text_content("#arith .lead")
-    page.screenshot(path=str(tmp_path / "explainer.png"), full_page=True)
-    assert (tmp_path / "explainer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    shot = page.screenshot(full_page=True)
+    width, height, pixels = png_pixels(shot)
+    assert width == page.viewport_size["width"] and height >= page.viewport_size["height"]
+    assert len(set(pixels)) > 16  # drawn: heatmaps, text and curves, not a blank page
+
+
+def png_pixels(png: bytes) -> tuple[int, int, bytes]:
+    """Width, height and decompressed scanlines of a PNG: enough to tell a drawn page from a blank one."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    while at < len(png):
+        length, kind = struct.unpack(">I4s", png[at : at + 8])
+        chunks.setdefault(kind, []).append(png[at + 8 : at + 8 + length])
+        at += 12 + length
+    width, height = struct.unpack(">II", chunks[b"IHDR"][0][:8])
+    return width, height, zlib.decompress(b"".join(chunks[b"IDAT"]))
 
 
 def test_typing_a_prompt_updates_everything(odd_checkpoint, tmp_path, open_page):

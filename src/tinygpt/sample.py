@@ -47,7 +47,6 @@ def sample(
     dev = pick_device(device)
     model, tokenizer, _ = load_checkpoint(path, device=dev)
     context = prompt_ids(tokenizer, prompt)
-    top_k = min(top_k, tokenizer.vocab_size) if top_k is not None else None
     generator = torch.Generator(device=dev).manual_seed(seed)
     texts = []
     for i in range(num_samples):
