@@ -1,9 +1,10 @@
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tinygpt.config import RunConfig, from_dict, load_config, reference
+from tinygpt.config import MAX_CONFIG_BYTES, RunConfig, from_dict, load_config, reference
 from tinygpt.errors import UserError
 
 CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
@@ -85,7 +86,7 @@ def test_bad_configs_get_one_clear_message(tmp_path, text, message):
 
 
 def test_bad_override_and_missing_file(tmp_path):
-    path = write(tmp_path, "")
+    path = write(tmp_path, "model: {n_layer: 2}\n")
     with pytest.raises(UserError, match="section.key=value"):
         load_config(path, ["train.max_iters"])
     with pytest.raises(UserError, match="unknown key 'train.max_iter'; did you mean 'train.max_iters'"):
@@ -94,6 +95,95 @@ def test_bad_override_and_missing_file(tmp_path):
         load_config(tmp_path / "nope.yaml")
     with pytest.raises(UserError, match="is a directory"):
         load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("foo.bar=1", "--set foo.bar=1: unknown key 'foo'; valid keys: model, data, train, out_dir"),
+        (
+            "train.lerning_rate=1",
+            "--set train.lerning_rate=1: unknown key 'train.lerning_rate'; did you mean",
+        ),
+        ("model.n_layer=two", "--set model.n_layer=two: model.n_layer = 'two' is not allowed; model.n_layer"),
+        ("train.device=tpu", "--set train.device=tpu: train.device = 'tpu' is not allowed"),
+        ("model=3", "--set model=3: model is a section; set one of its keys, e.g. --set model.n_layer=…"),
+        ("out_dir.x=3", "--set out_dir.x=3: out_dir is a path, not a section"),
+    ],
+)
+def test_a_mistake_in_an_override_names_the_override_not_the_file(tmp_path, override, message):
+    path = write(tmp_path, "model: {n_layer: 2}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, [override])
+    assert str(caught.value).startswith(message)
+    assert str(path) not in str(caught.value)
+
+
+def test_a_rule_across_keys_broken_by_an_override_names_the_file_and_the_override(tmp_path):
+    path = write(tmp_path, "model: {n_head: 2, n_embd: 64}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, ["train.max_iters=5", "model.n_head=3"])
+    assert str(caught.value).startswith(
+        f"{path} --set train.max_iters=5 --set model.n_head=3: model.n_embd = 64 is not divisible"
+    )
+    assert load_config(path, ["out_dir=123"]).out_dir == "123"  # a path stays the text it was typed as
+
+
+def test_a_mistake_in_the_file_still_names_the_file_when_overrides_are_given(tmp_path):
+    path = write(tmp_path, "model: {n_layer: two}\n")
+    with pytest.raises(UserError, match=f"^{path}: model.n_layer = 'two' is not allowed"):
+        load_config(path, ["train.max_iters=5"])
+
+
+@pytest.mark.parametrize(
+    "text, key, lines",
+    [
+        ("model:\n  n_layer: 2\n  n_head: 2\n  n_layer: 4\n", "n_layer", (2, 4)),
+        ("train: {max_iters: 3}\nmodel: {}\ntrain: {max_iters: 4}\n", "train", (1, 3)),
+        ("model: {n_layer: 2, n_layer: 2}\n", "n_layer", (1, 1)),
+    ],
+)
+def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(tmp_path, text, key, lines):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"config file {path} gives key '{key}' twice, at lines {lines[0]} and {lines[1]}; keep one of them"
+    )
+
+
+def test_merge_keys_are_not_mistaken_for_duplicates(tmp_path):
+    merged = write(tmp_path, "base: &b {max_iters: 7}\ntrain:\n  <<: *b\n  batch_size: 2\n")
+    with pytest.raises(UserError, match="unknown key 'base'"):  # merged fine; only the extra key is wrong
+        load_config(merged)
+
+
+@pytest.mark.parametrize("text", ["", "# nothing but a comment\n", "null\n", "~\n", "{}\n"])
+def test_an_empty_config_is_refused_instead_of_training_every_default(tmp_path, text):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"config file {path} is empty: a config must at least say what it trains "
+        "(its model, data and train sections); start from a copy of configs/cpu.yaml"
+    )
+
+
+def test_a_config_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_path):
+    with pytest.raises(UserError, match="^config /dev/zero is not a regular file"):
+        load_config("/dev/zero")  # endless: reading it would never end
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)  # nobody writes to it: opening it to read would wait for ever
+    with pytest.raises(UserError, match=f"^config {fifo} is not a regular file"):
+        load_config(fifo)
+
+
+def test_a_config_larger_than_the_cap_is_refused(tmp_path):
+    path = write(tmp_path, "# " + "x" * MAX_CONFIG_BYTES + "\nmodel: {n_layer: 2}\n")
+    with pytest.raises(UserError, match=f"^config file {path} is larger than any config"):
+        load_config(path)
+    just_under = write(tmp_path, "model: {n_layer: 2}\n# " + "x" * (MAX_CONFIG_BYTES - 40) + "\n")
+    assert load_config(just_under).model.n_layer == 2
 
 
 def test_resolved_config_round_trips_through_yaml(tmp_path):

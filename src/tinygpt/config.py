@@ -15,6 +15,8 @@ and what is allowed.
 import dataclasses
 import difflib
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import yaml
 from tinygpt.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # the one list: train.device, sample --device, bench
+MAX_CONFIG_BYTES = 1_000_000  # a config is a few hundred bytes; anything this large is the wrong file
 
 
 def setting(
@@ -109,21 +112,32 @@ SECTIONS = {"model": ModelSection, "data": DataSection, "train": TrainSection}
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> RunConfig:
-    """Read a YAML config, apply `section.key=value` overrides, check everything; or raise UserError."""
+    """Read a YAML config, apply `section.key=value` overrides, check everything; or raise UserError.
+
+    A mistake in the file names the file; one in an override names the `--set` it came from.
+    """
     path = Path(path)
-    raw = _read_yaml(path)
-    if raw is None:  # an empty file: all defaults
-        raw = {}
+    raw = _parse_yaml(_read_text(path), path)
+    if raw is None or raw == {}:
+        raise UserError(
+            f"config file {path} is empty: a config must at least say what it trains "
+            "(its model, data and train sections); start from a copy of configs/cpu.yaml"
+        )
     for override in overrides:
         _apply_override(raw, override)
-    config = from_dict(raw, source=str(path))
+    source = " ".join([str(path), *(f"--set {o}" for o in overrides)])
+    config = from_dict(raw, source=str(path), together_source=source)
     if not config.out_dir:
         config.out_dir = str(Path("checkpoints") / path.stem)
     return config
 
 
-def from_dict(raw: Any, source: str = "config") -> RunConfig:
-    """Build a checked RunConfig from plain data (as YAML gives it)."""
+def from_dict(raw: Any, source: str = "config", together_source: str | None = None) -> RunConfig:
+    """Build a checked RunConfig from plain data (as YAML gives it).
+
+    `source` names where the values came from in messages; `together_source`, if
+    given, names it in the rules that involve several keys (which overrides may have set).
+    """
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -148,25 +162,96 @@ def from_dict(raw: Any, source: str = "config") -> RunConfig:
     if not isinstance(out_dir, str):
         raise UserError(f"{source}: out_dir must be a path (a string), not {_kind(out_dir)}")
     config = RunConfig(**sections, out_dir=out_dir)
-    _check_together(config, source)
+    _check_together(config, together_source or source)
     return config
 
 
-def _read_yaml(path: Path) -> Any:
-    if not path.exists():
+class DuplicateKey(Exception):
+    """A mapping in a YAML file that gives the same key twice."""
+
+    def __init__(self, key: Any, first_line: int, second_line: int):
+        super().__init__(key, first_line, second_line)
+        self.key, self.first_line, self.second_line = key, first_line, second_line
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader, except that a key given twice in one mapping is an error, not last-one-wins."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        self.flatten_mapping(node)  # merge keys (<<) first, as SafeLoader does
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in lines:
+                    raise DuplicateKey(key, lines[key], line)
+                lines[key] = line
+            except TypeError:  # an unhashable key: SafeLoader's own message covers it
+                pass
+        return super().construct_mapping(node, deep)
+
+
+def _read_text(path: Path) -> str:
+    """The config file's text: a regular UTF-8 file of at most MAX_CONFIG_BYTES, checked before reading.
+
+    The file is opened without blocking (a FIFO would otherwise wait for a writer) and
+    what was opened is checked, so the path cannot change between the check and the read.
+    """
+    try:
+        with open(path, "rb", opener=_open_nonblocking) as f:
+            _check_regular(os.fstat(f.fileno()), path)
+            data = f.read(MAX_CONFIG_BYTES + 1)  # a file that grew since fstat is still cut off
+    except FileNotFoundError:
         raise UserError(
             f"config file {path} does not exist; pass a file from configs/, e.g. --config configs/cpu.yaml"
-        )
-    if path.is_dir():
-        raise UserError(f"config {path} is a directory; pass a YAML file, e.g. configs/cpu.yaml")
-    try:
-        text = path.read_text(encoding="utf-8")
+        ) from None
+    except IsADirectoryError:
+        raise UserError(_is_a_directory(path)) from None
     except PermissionError:
         raise UserError(f"config file {path} cannot be read (permission denied)") from None
+    _check_size(len(data), path)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UserError(f"config file {path} is not UTF-8 text (bad byte at offset {e.start})") from None
+
+
+def _open_nonblocking(path: str, flags: int) -> int:
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def _check_regular(info: os.stat_result, path: Path) -> None:
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(_is_a_directory(path))
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(
+            f"config {path} is not a regular file (a device, pipe or socket); pass a YAML file, "
+            "e.g. configs/cpu.yaml"
+        )
+    _check_size(info.st_size, path)
+
+
+def _is_a_directory(path: Path) -> str:
+    return f"config {path} is a directory; pass a YAML file, e.g. configs/cpu.yaml"
+
+
+def _check_size(size: int, path: Path) -> None:
+    if size > MAX_CONFIG_BYTES:
+        raise UserError(
+            f"config file {path} is larger than any config ({MAX_CONFIG_BYTES:,} bytes at most); "
+            "pass a YAML config, e.g. configs/cpu.yaml"
+        )
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except DuplicateKey as e:
+        raise UserError(
+            f"config file {path} gives key {e.key!r} twice, at lines {e.first_line} and {e.second_line}; "
+            "keep one of them"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -179,28 +264,46 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _apply_override(raw: Any, override: str) -> None:
+    """Set one `section.key=value` in the file's raw data, checked first, so a mistake names the --set."""
     key, sep, text = override.partition("=")
     if not sep or not key.strip():
         raise UserError(f"--set {override!r}: write it as section.key=value, e.g. --set train.max_iters=200")
-    try:
-        value = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, RecursionError):  # not YAML: keep it as the text it is
-        value = text
     parts = key.strip().split(".")
+    if len(parts) > 2:
+        raise UserError(
+            f"--set {override!r}: keys have at most two parts, section.key (e.g. train.learning_rate)"
+        )
+    value = _override_value(parts, text, f"--set {override}")
     if not isinstance(raw, dict):
         return  # from_dict reports the malformed file itself
     if len(parts) == 1:
         raw[parts[0]] = value
-    elif len(parts) == 2:
-        section = raw.setdefault(parts[0], {})
-        if section is None:
-            section = raw[parts[0]] = {}
-        if isinstance(section, dict):
-            section[parts[1]] = value
-    else:
-        raise UserError(
-            f"--set {override!r}: keys have at most two parts, section.key (e.g. train.learning_rate)"
-        )
+        return
+    section = raw.setdefault(parts[0], {})
+    if section is None:
+        section = raw[parts[0]] = {}
+    if isinstance(section, dict):
+        section[parts[1]] = value
+
+
+def _override_value(parts: list[str], text: str, source: str) -> Any:
+    """The value an override gives its key, read as YAML; a wrong key or value names `source`."""
+    _check_known(parts[0], [*SECTIONS, "out_dir"], source, "")
+    if parts[0] == "out_dir":
+        if len(parts) == 2:
+            raise UserError(f"{source}: out_dir is a path, not a section; write --set out_dir=PATH")
+        return text  # a path, exactly as typed
+    fields = {f.name: f for f in dataclasses.fields(SECTIONS[parts[0]])}
+    if len(parts) == 1:
+        example = f"{parts[0]}.{next(iter(fields))}"
+        raise UserError(f"{source}: {parts[0]} is a section; set one of its keys, e.g. --set {example}=…")
+    _check_known(parts[1], list(fields), source, parts[0] + ".")
+    try:
+        value = yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError):  # not YAML: keep it as the text it is
+        value = text
+    _check_value(fields[parts[1]], value, ".".join(parts), source)
+    return value
 
 
 def _build_section(cls: type, values: dict, section: str, source: str) -> Any:
