@@ -75,10 +75,10 @@ def _inspect(args: argparse.Namespace) -> None:
 
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
-    print(describe(args.checkpoint))
+    report = describe(args.checkpoint)  # both built before either is printed: a mistake prints nothing
     if args.prompt is not None:
-        print()
-        print(inspect_prompt(args.checkpoint, args.prompt, args.layer, args.head))
+        report += "\n\n" + inspect_prompt(args.checkpoint, args.prompt, args.layer, args.head)
+    print(report)
 
 
 def _explain(args: argparse.Namespace) -> None:
@@ -90,15 +90,34 @@ def _explain(args: argparse.Namespace) -> None:
             raise UserError("--q, --keys and --values go together: give all three")
         print(explain_vectors(args.q, args.keys, args.values))
         return
-    from tinygpt.checkpoint import latest_checkpoint
+    from tinygpt.checkpoint import chosen_checkpoint
 
-    checkpoint = args.checkpoint or latest_checkpoint()
+    checkpoint = chosen_checkpoint(args.checkpoint)
     if args.html:
         from tinygpt.explain.page import write_page
 
         print(write_page(checkpoint, args.prompt, args.html, args.layer, args.head, args.token))
         return
     print(explain(checkpoint, args.prompt, args.layer, args.head, args.token, args.dims))
+
+
+def read_prompt_file(path: str) -> str:
+    """--prompt-file's text: the whole file, read as UTF-8 (a byte-order mark dropped, line ends as \\n)."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise UserError(
+            f"--prompt-file {path} does not exist; pass a UTF-8 text file holding the prompt"
+        ) from None
+    except IsADirectoryError:
+        raise UserError(f"--prompt-file {path} is a directory; pass a text file holding the prompt") from None
+    except PermissionError:
+        raise UserError(f"--prompt-file {path} cannot be read (permission denied)") from None
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"--prompt-file {path} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
+        ) from None
 
 
 def _numbers(text: str) -> list[float]:
@@ -130,6 +149,7 @@ def _bench(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinygpt", description="A small, transparent character-level GPT.")
+    parser.add_argument("--version", action="version", version=f"tinygpt {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train(commands)
     _add_sample(commands)
@@ -138,6 +158,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(commands)
     _add_bench(commands)
     return parser
+
+
+def package_version() -> str:
+    """The installed package's version, from its metadata (pyproject.toml's, once installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tinygpt")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(version unknown: not installed; pip install -e . records it)"
+
+
+def _add_prompt(p: argparse.ArgumentParser, help: str, default: str | None) -> None:
+    """--prompt TEXT or --prompt-file FILE, not both."""
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--prompt", default=default, help=help)
+    given.add_argument(
+        "--prompt-file",
+        metavar="FILE",
+        help="read the prompt from this UTF-8 text file instead (all of it, newlines included)",
+    )
 
 
 def _add_train(commands) -> None:
@@ -171,7 +212,7 @@ def _add_sample(commands) -> None:
         epilog='example: tinygpt sample --prompt "ROMEO:" --max-new-tokens 300',
     )
     p.add_argument("--checkpoint", help="a .pt file (default: the newest best.pt under checkpoints/)")
-    p.add_argument("--prompt", default="", help="text to continue (default: empty, starts at a new line)")
+    _add_prompt(p, "text to continue (default: empty, starts at a new line)", default="")
     p.add_argument("--max-new-tokens", type=int, default=500, help="characters to generate (default 500)")
     p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy; higher = more varied (0.8)")
     p.add_argument("--top-k", type=int, default=None, help="sample only from the k most likely characters")
@@ -192,9 +233,7 @@ def _add_inspect(commands) -> None:
         "inspect", help="describe a checkpoint", epilog="example: tinygpt inspect checkpoints/cpu/best.pt"
     )
     p.add_argument("checkpoint", help="a .pt file written by training")
-    p.add_argument(
-        "--prompt", help="also show each head's attention on this text, and the next-character odds"
-    )
+    _add_prompt(p, "also show each head's attention on this text, and the next-character odds", default=None)
     p.add_argument("--layer", type=int, help="with --prompt: only this layer (default: all)")
     p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
     p.set_defaults(func=_inspect)
@@ -210,7 +249,7 @@ def _add_explain(commands) -> None:
     p.add_argument(
         "checkpoint", nargs="?", help="a .pt file (default: the newest best.pt under checkpoints/)"
     )
-    p.add_argument("--prompt", default="", help="text to run through the model (default: a newline)")
+    _add_prompt(p, "text to run through the model (default: a newline)", default="")
     p.add_argument("--layer", type=int, default=0, help="attention layer to follow (default 0)")
     p.add_argument("--head", type=int, default=0, help="head of that layer (default 0)")
     p.add_argument("--token", type=int, help="position in the prompt to follow, from 0 (default: the last)")
@@ -273,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     try:
+        if getattr(args, "prompt_file", None) is not None:
+            args.prompt = read_prompt_file(args.prompt_file)
         return func(args) or 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

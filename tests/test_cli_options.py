@@ -1,0 +1,79 @@
+"""Options shared by the commands, run in-process through tinygpt.cli.main: --prompt-file, --version,
+and checks that come before any output."""
+
+import importlib.metadata
+
+import pytest
+
+from tinygpt.cli import main
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def test_inspect_checks_layer_and_head_before_printing_anything(odd_checkpoint, capsys):
+    assert main(["inspect", str(odd_checkpoint), "--prompt", "KING:", "--head", "9"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert one_error_line(err) == "error: head 9 does not exist: this model has 2 heads (0 … 1)"
+    assert main(["inspect", str(odd_checkpoint), "--prompt", "KING:", "--layer", "1", "--head", "1"]) == 0
+    assert "layer 1 head 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sample", "--temperature", "0", "--max-new-tokens", "12", "--device", "cpu"],
+        ["inspect", "--layer", "0", "--head", "1"],
+        ["explain", "--layer", "1", "--head", "0"],
+    ],
+    ids=["sample", "inspect", "explain"],
+)
+def test_a_prompt_file_gives_the_same_output_as_the_same_prompt_typed(
+    odd_checkpoint, tmp_path, capsys, command
+):
+    prompt = "FOOL:\nTom 😀"  # a newline and a character outside ASCII, which a shell makes awkward
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(b"\xef\xbb\xbf" + prompt.replace("\n", "\r\n").encode("utf-8"))  # a BOM, Windows lines
+    checkpoint = ["--checkpoint", str(odd_checkpoint)] if command[0] == "sample" else [str(odd_checkpoint)]
+    assert main([*command, *checkpoint, "--prompt", prompt]) == 0
+    typed = capsys.readouterr().out
+    assert main([*command, *checkpoint, "--prompt-file", str(path)]) == 0
+    assert capsys.readouterr().out == typed
+    assert "😀" in typed  # the prompt made it through
+
+
+def test_prompt_file_errors_are_one_line(odd_checkpoint, tmp_path, capsys):
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("FOOL: caf\xe9".encode("latin-1"))
+    cases = {
+        str(
+            tmp_path / "nowhere.txt"
+        ): f"--prompt-file {tmp_path / 'nowhere.txt'} does not exist; pass a UTF-8 "
+        "text file holding the prompt",
+        str(tmp_path): f"--prompt-file {tmp_path} is a directory; pass a text file holding the prompt",
+        str(bad): f"--prompt-file {bad} is not UTF-8 text (bad byte at offset 9); convert it to UTF-8",
+    }
+    for path, message in cases.items():
+        assert main(["explain", str(odd_checkpoint), "--prompt-file", path]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and one_error_line(err) == f"error: {message}"
+
+
+def test_prompt_and_prompt_file_together_are_refused(odd_checkpoint, tmp_path, capsys):
+    path = tmp_path / "p.txt"
+    path.write_text("KING:")
+    with pytest.raises(SystemExit) as exited:
+        main(["inspect", str(odd_checkpoint), "--prompt", "KING:", "--prompt-file", str(path)])
+    assert exited.value.code == 2
+    assert "argument --prompt-file: not allowed with argument --prompt" in capsys.readouterr().err
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"tinygpt {importlib.metadata.version('tinygpt')}\n"
