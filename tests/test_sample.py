@@ -1,8 +1,11 @@
 import io
+import os
+import shutil
+from pathlib import Path
 
 import pytest
 
-from tinygpt.checkpoint import latest_checkpoint
+from tinygpt.checkpoint import chosen_checkpoint, latest_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.sample import sample
 from tinygpt.training.loop import train
@@ -78,3 +81,22 @@ def test_latest_checkpoint(tmp_path, checkpoint):
     with pytest.raises(UserError, match="no checkpoint found"):
         latest_checkpoint(tmp_path)
     assert latest_checkpoint(checkpoint.parent.parent) == checkpoint
+
+
+def test_without_a_checkpoint_the_newest_best_pt_is_used_and_named(tmp_path, checkpoint, monkeypatch, capsys):
+    """Two runs under checkpoints/: the newer one's best.pt is sampled, and stderr says which file it was."""
+    older = tmp_path / "checkpoints" / "older" / "best.pt"
+    newer = tmp_path / "checkpoints" / "newer" / "best.pt"
+    for path, when in ((older, 1_000_000), (newer, 2_000_000)):
+        path.parent.mkdir(parents=True)
+        shutil.copy(checkpoint, path)
+        os.utime(path, (when, when))
+    monkeypatch.chdir(tmp_path)
+    (text,) = sample(prompt="KING:", max_new_tokens=5, device="cpu", out=io.StringIO())
+    assert text.startswith("KING:")
+    err = capsys.readouterr().err
+    assert (
+        err == f"using {Path('checkpoints/newer/best.pt')}, the newest best.pt under checkpoints/ "
+        "(choose one with --checkpoint)\n"
+    )
+    assert chosen_checkpoint(older) == older and capsys.readouterr().err == ""  # a given one: nothing said

@@ -18,6 +18,7 @@ Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it
 
 import io
 import pickle
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,16 @@ def latest_checkpoint(root: str | Path = "checkpoints") -> Path:
             "(python scripts/train.py --config configs/cpu.yaml) or pass --checkpoint"
         )
     return found[-1]
+
+
+def chosen_checkpoint(given: str | Path | None, root: str | Path = "checkpoints") -> Path:
+    """The checkpoint a command uses: the one given, else the newest best.pt under root, said on stderr.
+
+    The rule is by time, not by run, so after training two runs the newest wins: the line
+    names the file, so that a sample from another run than meant is never a silent one.
+    """
+    if given:
+        return Path(given)
+    path = latest_checkpoint(root)
+    print(f"using {path}, the newest best.pt under {root}/ (choose one with --checkpoint)", file=sys.stderr)
+    return path

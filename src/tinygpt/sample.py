@@ -6,7 +6,7 @@ from typing import TextIO
 
 import torch
 
-from tinygpt.checkpoint import latest_checkpoint, load_checkpoint
+from tinygpt.checkpoint import chosen_checkpoint, load_checkpoint
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
 from tinygpt.generate import stream
@@ -43,7 +43,7 @@ def sample(
 ) -> list[str]:
     """Print num_samples continuations of prompt, character by character; return them too."""
     check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples)
-    path = Path(checkpoint) if checkpoint else latest_checkpoint()
+    path = chosen_checkpoint(checkpoint)
     dev = pick_device(device)
     model, tokenizer, _ = load_checkpoint(path, device=dev)
     context = prompt_ids(tokenizer, prompt)
