@@ -1,6 +1,7 @@
 """Export to Hugging Face transformers and to bare safetensors: the export computes what tinygpt does."""
 
 import json
+import stat
 import sys
 
 import pytest
@@ -98,6 +99,16 @@ def test_safetensors_export_holds_weights_config_and_vocabulary(tmp_path):
     idx = torch.tensor([tokenizer.encode(TEXT)[:32]])
     assert torch.equal(loaded(idx)[0], model(idx)[0])
     assert tokenizer.chars == CHARS
+
+
+@pytest.mark.parametrize("fmt", ["hf", "safetensors"])
+def test_every_exported_file_is_mode_0644(tmp_path, fmt):
+    pytest.importorskip("transformers" if fmt == "hf" else "safetensors")
+    write_checkpoint(tmp_path / "best.pt")
+    export(tmp_path / "best.pt", tmp_path / "out", fmt)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
+    assert "model.safetensors" in modes  # written by safetensors itself, through a 0600 temporary file
+    assert modes == dict.fromkeys(modes, 0o644)
 
 
 def test_export_refuses_what_it_cannot_write_exactly_and_never_overwrites(tmp_path):

@@ -283,10 +283,21 @@ def _built_then_renamed(out_dir: Path) -> Iterator[Path]:
         raise UserError(f"cannot create {out_dir}: {e.strerror}") from None
     try:
         yield partial
+        _readable_by_all(partial)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     os.replace(partial, out_dir)  # onto nothing or onto an empty directory
+
+
+def _readable_by_all(directory: Path) -> None:
+    """Mode 0644 for every file written, as for the rest of what tinygpt writes.
+
+    safetensors writes model.safetensors through a private temporary file, mode 0600,
+    which would leave the export's weights unreadable to anyone else who is to use them.
+    """
+    for path in directory.iterdir():
+        path.chmod(0o644)
 
 
 def _need(package: str, purpose: str) -> None:
