@@ -4,8 +4,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinygpt import GPT, GPTConfig
-from tinygpt.evaluate import split_loss
+from tinygpt import GPT, GPTConfig, load_checkpoint
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.cli import main
+from tinygpt.config import from_dict
+from tinygpt.data import load_corpus
+from tinygpt.evaluate import evaluate_checkpoint, split_loss
 
 
 def small_model(block_size: int = 8) -> GPT:
@@ -63,3 +67,58 @@ def test_bfloat16_autocast_gives_nearly_the_same_loss():
     exact = split_loss(model, ids, progress=False)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16)
     assert split_loss(model, ids, autocast=autocast, progress=False) == pytest.approx(exact, abs=0.02)
+
+
+def run_config(checkpoint):
+    return from_dict(read_checkpoint(checkpoint)["config"])
+
+
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_evaluate_command_prints_split_loss_of_the_runs_own_corpus(odd_checkpoint, capsys, split):
+    model, _, record = load_checkpoint(odd_checkpoint)
+    corpus = load_corpus(run_config(odd_checkpoint).data, model.config.block_size)
+    expected = split_loss(model, getattr(corpus, split), batch_size=5, progress=False)
+
+    result = evaluate_checkpoint(odd_checkpoint, split=split, batch_size=5, device="cpu", progress=False)
+    assert result.loss == pytest.approx(expected, rel=1e-12)
+    assert result.characters == len(getattr(corpus, split)) and result.step == record["step"]
+
+    assert main(["evaluate", str(odd_checkpoint), "--split", split, "--device", "cpu", "--quiet"]) == 0
+    name = {"val": "validation", "train": "training"}[split]
+    assert capsys.readouterr().out == (
+        f"{odd_checkpoint} (step {record['step']}): loss {expected:.4f} on the {name} split of "
+        f"{corpus.path} ({len(getattr(corpus, split)):,} characters, each after the first predicted once)\n"
+    )
+
+
+def test_another_corpus_is_scored_in_the_checkpoints_own_ids(odd_checkpoint, tmp_path):
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    text = "KING:\nTo be the king and yet not be the king.\n" * 40  # fewer characters than the vocabulary
+    path = tmp_path / "other.txt"
+    path.write_text(text, encoding="utf-8")
+    val_fraction = run_config(odd_checkpoint).data.val_fraction
+    val = torch.tensor(tokenizer.encode(text[int(len(text) * (1 - val_fraction)) :]))
+
+    result = evaluate_checkpoint(odd_checkpoint, corpus=str(path), device="cpu", progress=False)
+    assert result.corpus == path and result.characters == len(val)
+    assert result.loss == pytest.approx(split_loss(model, val, progress=False), rel=1e-12)
+
+
+def test_evaluate_errors_are_one_line(odd_checkpoint, tmp_path, capsys):
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("KING€ " * 100, encoding="utf-8")
+    cases = [
+        (
+            ["--corpus", str(foreign)],
+            f"corpus {foreign} has 1 character(s) the checkpoint's vocabulary lacks: '€'",
+        ),
+        (["--corpus", str(tmp_path / "none.txt")], f"corpus file {tmp_path / 'none.txt'} does not exist"),
+        (["--batch-size", "0"], "--batch-size 0 is below 1; use 1 or more"),
+    ]
+    for extra, message in cases:
+        assert main(["evaluate", str(odd_checkpoint), "--device", "cpu", "--quiet", *extra]) == 2
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        assert out == "" and len(lines) == 1 and lines[0].startswith(f"error: {message}"), err
+    assert main(["evaluate", str(tmp_path / "missing.pt")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: checkpoint {tmp_path / 'missing.pt'} does not exist")

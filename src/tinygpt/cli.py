@@ -1,4 +1,6 @@
-"""The command line: `tinygpt train | sample | inspect | explain | export | bench`, also behind scripts/*.py.
+"""The command line: `tinygpt train | sample | inspect | explain | export | evaluate | bench`.
+
+The scripts in scripts/*.py are thin wrappers over `main`.
 
 Each command parses its options and calls one function of the package. A
 UserError becomes one line on stderr and exit code 2; anything else is a bug
@@ -134,6 +136,15 @@ def _export(args: argparse.Namespace) -> None:
     print(export(args.checkpoint, args.out_dir, args.format))
 
 
+def _evaluate(args: argparse.Namespace) -> None:
+    from tinygpt.evaluate import evaluate_checkpoint
+
+    result = evaluate_checkpoint(
+        args.checkpoint, args.corpus, args.split, args.batch_size, args.device, progress=not args.quiet
+    )
+    print(result.summary())
+
+
 def _bench(args: argparse.Namespace) -> None:
     import json
 
@@ -156,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(commands)
     _add_explain(commands)
     _add_export(commands)
+    _add_evaluate(commands)
     _add_bench(commands)
     return parser
 
@@ -279,6 +291,25 @@ def _add_export(commands) -> None:
         help="hf: a transformers GPT-2 directory; safetensors: bare weights + JSON (default hf)",
     )
     p.set_defaults(func=_export)
+
+
+def _add_evaluate(commands) -> None:
+    p = commands.add_parser(
+        "evaluate",
+        help="a checkpoint's loss on a whole split of a corpus, every character predicted once",
+        description="The mean cross-entropy (nats per character) of a checkpoint on a corpus's "
+        "validation (or training) split, cut into consecutive block_size windows so that every "
+        "character after the first is predicted exactly once. The corpus and val_fraction are "
+        "the run's own, from the config inside the checkpoint, unless --corpus names another.",
+        epilog="example: tinygpt evaluate checkpoints/cpu/best.pt --corpus data/tinyshakespeare.txt",
+    )
+    p.add_argument("checkpoint", help="a .pt file written by training")
+    p.add_argument("--corpus", metavar="FILE", help="a UTF-8 text file (default: the run's own corpus)")
+    p.add_argument("--split", choices=["val", "train"], default="val", help="which split (default val)")
+    p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="default auto")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_evaluate)
 
 
 def _add_bench(commands) -> None:

@@ -11,14 +11,28 @@ are compared on exactly the same characters:
 
 Each window starts from an empty context, as at the start of a sample, so a
 character early in its window is predicted from less context than one late in it.
+
+`evaluate_checkpoint` (the `tinygpt evaluate` command) scores a saved model this
+way on a split of the corpus it trained on, or of another corpus, split by the
+run's own val_fraction.
 """
 
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
+from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.config import DataSection, from_dict
+from tinygpt.data import Corpus, load_corpus
+from tinygpt.device import pick_device
+from tinygpt.errors import UserError
 from tinygpt.model import GPT
+from tinygpt.tokenizer import CharTokenizer
+
+SPLITS = ("val", "train")
 
 
 @torch.no_grad()
@@ -63,3 +77,76 @@ def split_loss(
         total += loss.double() * y.numel()
     model.train(was_training)
     return total.item() / targets_total
+
+
+@dataclass
+class Evaluation:
+    """A checkpoint's loss on one split of a corpus, every character after the first predicted once."""
+
+    checkpoint: str
+    step: int | None
+    split: str
+    corpus: Path
+    characters: int
+    loss: float
+
+    def summary(self) -> str:
+        step = f" (step {self.step})" if self.step is not None else ""
+        name = {"val": "validation", "train": "training"}[self.split]
+        return (
+            f"{self.checkpoint}{step}: loss {self.loss:.4f} on the {name} split of {self.corpus} "
+            f"({self.characters:,} characters, each after the first predicted once)"
+        )
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path,
+    corpus: str | None = None,
+    split: str = "val",
+    batch_size: int = 64,
+    device: str = "auto",
+    progress: bool = True,
+) -> Evaluation:
+    """The split_loss of a saved model on a split of its own corpus (from its config), or of `corpus`."""
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    if batch_size < 1:
+        raise UserError(f"--batch-size {batch_size} is below 1; use 1 or more")
+    dev = pick_device(device)
+    payload = read_checkpoint(checkpoint)
+    model = model_from_payload(payload, checkpoint).to(dev)
+    data = _data_section(payload, checkpoint, corpus)
+    loaded = load_corpus(data, model.config.block_size)
+    ids = _in_vocabulary(getattr(loaded, split), loaded, CharTokenizer(payload["tokenizer"]))
+    loss = split_loss(model, ids.to(dev), batch_size, progress=progress)
+    step = payload.get("record", {}).get("step")
+    return Evaluation(str(checkpoint), step, split, loaded.path, len(ids), loss)
+
+
+def _data_section(payload: dict, checkpoint: str | Path, corpus: str | None) -> DataSection:
+    """The run's data section (its corpus, its val_fraction), with the corpus replaced if one is given."""
+    if "config" in payload:
+        data = from_dict(payload["config"], source=f"the config inside {checkpoint}").data
+    elif corpus is None:
+        raise UserError(
+            f"checkpoint {checkpoint} does not say which corpus it trained on; pass --corpus FILE"
+        )
+    else:
+        data = DataSection()
+    if corpus is not None:
+        data.corpus = corpus
+    return data
+
+
+def _in_vocabulary(ids: torch.Tensor, corpus: Corpus, tokenizer: CharTokenizer) -> torch.Tensor:
+    """A split's ids (in the corpus's own vocabulary) as the checkpoint's ids for the same characters."""
+    model_ids = {c: i for i, c in enumerate(tokenizer.chars)}
+    missing = [c for c in corpus.tokenizer.chars if c not in model_ids]
+    if missing:
+        shown = ", ".join(repr(c) for c in missing[:10]) + (", …" if len(missing) > 10 else "")
+        raise UserError(
+            f"corpus {corpus.path} has {len(missing)} character(s) the checkpoint's vocabulary lacks: "
+            f"{shown}; evaluate on text made of the characters the model was trained on"
+        )
+    remap = torch.tensor([model_ids[c] for c in corpus.tokenizer.chars])
+    return remap[ids.long()]
