@@ -2,12 +2,18 @@ import errno
 import io
 import os
 import pickle
+import random
+import re
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tinygpt import GPT, CharTokenizer, GPTConfig, files, load_checkpoint
-from tinygpt.checkpoint import FORMAT_VERSION, read_checkpoint, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, build_payload, digest, read_checkpoint, save_checkpoint
 from tinygpt.errors import UserError
 
 CONFIG = GPTConfig(vocab_size=5, block_size=8, n_layer=1, n_head=2, n_embd=8)
@@ -128,3 +134,176 @@ def test_not_a_checkpoint_newer_version_and_missing(tmp_path):
         read_checkpoint(tmp_path / "missing.pt")
     with pytest.raises(UserError, match="is a directory"):
         read_checkpoint(tmp_path)
+
+
+def small_checkpoint(path, **changes) -> dict:
+    """A real checkpoint as training writes it (build_payload, save_checkpoint), with changes to its dict."""
+    torch.manual_seed(0)
+    saved = build_payload(
+        GPT(CONFIG), CharTokenizer("abcde"), {"model": {"n_layer": 1}}, {"step": 3, "val_loss": 1.5}
+    )
+    saved.update(changes)
+    save_checkpoint(saved, path)
+    return saved
+
+
+def test_each_of_20_random_byte_flips_is_refused_by_name(tmp_path):
+    good = tmp_path / "best.pt"
+    small_checkpoint(good)
+    data = good.read_bytes()
+    rng = random.Random(14)
+    for _ in range(20):
+        flipped = bytearray(data)
+        at = rng.randrange(len(data))
+        flipped[at] ^= 1 << rng.randrange(8)
+        bad = tmp_path / f"flipped-at-{at}.pt"
+        bad.write_bytes(flipped)
+        with pytest.raises(UserError, match=f"checkpoint {re.escape(str(bad))} is "):
+            load_checkpoint(bad)
+
+
+def test_a_checkpoint_without_digest_or_seal_still_loads_and_the_digest_is_checked_without_seal(tmp_path):
+    saved = small_checkpoint(tmp_path / "sealed.pt")
+    old = tmp_path / "old.pt"
+    torch.save(saved, old)  # as tinygpt wrote checkpoints before digests and seals: no digest, no seal
+    model, _, record = load_checkpoint(old)
+    assert record == {"step": 3, "val_loss": 1.5}
+    assert torch.equal(model.wte.weight, saved["model"]["wte.weight"])
+    edited = torch.load(tmp_path / "sealed.pt", weights_only=True)
+    assert edited["digest"] == digest(saved) == digest(torch.load(tmp_path / "sealed.pt", weights_only=True))
+    edited["model"]["h.0.attn.c_attn.weight"][0, 0] += 1  # changed, then saved without a new digest
+    torch.save(edited, tmp_path / "edited.pt")
+    with pytest.raises(UserError, match="edited.pt is damaged: its contents do not match the digest"):
+        read_checkpoint(tmp_path / "edited.pt")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_refused_by_name(tmp_path, value):
+    torch.manual_seed(0)
+    model = GPT(CONFIG)
+    with torch.no_grad():
+        model.h[0].mlp.c_fc.weight[3, 1] = value
+    save_checkpoint(payload(model), tmp_path / "nan.pt")
+    with pytest.raises(UserError, match=r"nan.pt holds non-finite weights \(NaN or infinity in h.0.mlp.c_fc"):
+        load_checkpoint(tmp_path / "nan.pt")
+
+
+def odd(key: str, value) -> dict:
+    return {"model_config": {**vars(CONFIG), key: value}}
+
+
+ODD_CONTENTS = {
+    "dropout-2": (odd("dropout", 2.0), "model.dropout = 2.0 is not allowed"),
+    "n-head-0": (odd("n_head", 0), "model.n_head = 0 is not allowed"),
+    "n-embd-not-divisible": (odd("n_head", 3), "model.n_embd = 8 is not divisible by model.n_head = 3"),
+    "vocab-size-a-string": (odd("vocab_size", "5"), "model_config.vocab_size = '5' is not an integer"),
+    "bias-a-number": (odd("bias", 1), "model.bias = 1 is not allowed"),
+    "model-config-none": ({"model_config": None}, "has no usable model config"),
+    "model-config-missing-a-size": (
+        {"model_config": {k: v for k, v in vars(CONFIG).items() if k != "n_layer"}},
+        "has no usable model config",
+    ),
+    "vocabulary-duplicates": ({"tokenizer": list("abcda")}, "vocabulary has 4 distinct of 5"),
+    "vocabulary-multi-character": ({"tokenizer": ["ab", "c", "d", "e", "f"]}, "not a list of single char"),
+    "vocabulary-ints": ({"tokenizer": [0, 1, 2, 3, 4]}, "not a list of single characters"),
+    "vocabulary-too-short": ({"tokenizer": list("abcd")}, "4 distinct of 4 characters for a model of 5"),
+    "record-a-list": ({"record": [3]}, "training record is not a mapping"),
+    "record-nan": ({"record": {"step": 3, "val_loss": float("nan")}}, "training record is not a mapping"),
+    "record-nested": ({"record": {"step": [3]}}, "training record is not a mapping"),
+    "model-a-list": ({"model": [torch.zeros(1)]}, "model is not a mapping of names to tensors"),
+    "weights-not-tensors": ({"model": {"wte.weight": 1.0}}, "model is not a mapping of names to tensors"),
+    "embedding-wrong-shape": (
+        {"model": {**GPT(CONFIG).state_dict(), "wte.weight": torch.zeros(6, 8)}},
+        r"wte.weight is \(6, 8\), not \(5, 8\)",
+    ),
+    "layer-weight-wrong-shape": (
+        {"model": {**GPT(CONFIG).state_dict(), "h.0.mlp.c_fc.weight": torch.zeros(3, 8)}},
+        "does not hold a matching model",
+    ),
+    "a-layer-too-many": (
+        {"model_config": {**vars(CONFIG), "n_layer": 2}},
+        "holds 1 layers of weights for n_layer 2",
+    ),
+    "optimizer-a-string": ({"optimizer": "adam"}, "its optimizer is str, not dict"),
+    "format-version-a-string": ({"format_version": "1"}, "format version '1', which is not a valid version"),
+    "format-version-0": ({"format_version": 0}, "format version 0, which is not a valid version"),
+}
+
+
+@pytest.mark.parametrize("changes, message", ODD_CONTENTS.values(), ids=ODD_CONTENTS.keys())
+def test_odd_contents_the_safe_loader_accepts_are_refused_naming_the_file(tmp_path, changes, message):
+    path = tmp_path / "odd.pt"
+    small_checkpoint(path, **changes)
+    with pytest.raises(UserError, match=f"checkpoint {re.escape(str(path))}[ :].*{message}"):
+        load_checkpoint(path)
+
+
+def test_missing_and_unknown_entries_are_refused(tmp_path):
+    saved = small_checkpoint(tmp_path / "good.pt")
+    del saved["tokenizer"]
+    save_checkpoint(saved, tmp_path / "missing.pt")
+    with pytest.raises(UserError, match="missing.pt is incomplete: missing tokenizer"):
+        read_checkpoint(tmp_path / "missing.pt")
+    save_checkpoint({**small_checkpoint(tmp_path / "good.pt"), "extra": 1}, tmp_path / "extra.pt")
+    with pytest.raises(UserError, match=r"extra.pt is damaged: it holds unknown entries \('extra'\)"):
+        read_checkpoint(tmp_path / "extra.pt")
+
+
+@pytest.mark.parametrize("protocol", [0, 4])
+def test_a_pickle_that_runs_code_in_any_protocol_is_called_so(tmp_path, protocol):
+    marker = tmp_path / "pwned"
+    evil = RunsCode()
+    evil.marker = marker
+    for obj in (evil, Opaque()):
+        path = tmp_path / "evil.pt"
+        torch.save({"format_version": 1, "model": obj}, path, pickle_protocol=protocol)
+        with pytest.raises(UserError, match="refusing to load .* would run code"):
+            read_checkpoint(path)
+    assert not marker.exists()
+    plain = tmp_path / "plain.pt"
+    torch.save({"format_version": 1, "model": {"w": torch.zeros(2)}}, plain, pickle_protocol=protocol)
+    with pytest.raises(UserError, match="plain.pt is pickled in a form the safe loader does not read"):
+        read_checkpoint(plain)
+
+
+PLAIN_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 2**70),
+    st.floats(),
+    st.text(max_size=3),
+    st.lists(st.one_of(st.integers(-1, 9), st.text(max_size=2)), max_size=6),
+    st.dictionaries(st.text(max_size=6), st.integers(-1, 9), max_size=3),
+)
+PLACES = [
+    ("format_version",),
+    ("tokenizer",),
+    ("record",),
+    ("config",),
+    ("new entry",),
+    *[("model_config", k) for k in (*vars(CONFIG), "unknown")],
+    *[("tokenizer", i) for i in range(5)],
+    *[("record", k) for k in ("step", "val_loss", "other")],
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(changes=st.lists(st.tuples(st.sampled_from(PLACES), PLAIN_VALUES), min_size=1, max_size=3))
+def test_a_checkpoint_with_plain_data_mutated_loads_and_runs_or_is_a_user_error(changes):
+    saved = {**payload(GPT(CONFIG)), "config": {"model": {}}}
+    saved["model_config"], saved["tokenizer"] = dict(saved["model_config"]), list(saved["tokenizer"])
+    for place, value in changes:
+        *inside, last = place
+        target = saved[inside[0]] if inside else saved
+        if isinstance(target, (dict, list)) and (isinstance(target, dict) or last < len(target)):
+            target[last] = value
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "fuzzed.pt"
+        save_checkpoint(saved, path)
+        try:
+            model, tokenizer, _ = load_checkpoint(path)
+        except UserError as e:
+            assert str(path) in str(e)
+        else:
+            logits, _ = model(torch.tensor([[tokenizer.vocab_size - 1]]))
+            assert torch.isfinite(logits).all()

@@ -14,17 +14,31 @@ Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it
     optimizer        (last.pt only) the optimizer's state_dict, for --resume
     rng              (last.pt only) rank 0's random states: {"torch", "batches", and "cuda" on CUDA}
     rank_rng         (last.pt of a run on several processes only) the same, one dict per rank
+    digest           sha256 of everything above, added by `save_checkpoint` (see `digest`)
+
+Reading checks a checkpoint as strictly as a config: the digest (when there is one: files
+written before it existed have none), every key, the model's sizes against its tensors,
+the vocabulary, the record, and that every weight is finite. Any problem is one UserError
+naming the file; a file that passes builds its model without surprises.
 """
 
+import ctypes
+import dataclasses
+import hashlib
 import io
+import math
+import os
 import pickle
+import pickletools
 import sys
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from tinygpt.config import ModelSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
 from tinygpt.model import GPT, GPTConfig
@@ -32,6 +46,8 @@ from tinygpt.tokenizer import CharTokenizer
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model_config", "model", "tokenizer")
+KNOWN_KEYS = (*REQUIRED_KEYS, "config", "record", "optimizer", "rng", "rank_rng", "digest")
+OTHER_ADVICE = "use another checkpoint, e.g. last.pt or best.pt of the run"
 
 
 def build_payload(
@@ -63,20 +79,91 @@ def build_payload(
 def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
     """Write payload to path so that path always holds either the old file or the whole new one.
 
+    The file carries the payload's digest and ends with a seal, both checked by every read.
     A failed write (a full disk, say) becomes a UserError that says so.
     """
     path = Path(path)
     data = io.BytesIO()
     # serialised in memory first: torch.save reports a failing file as an opaque RuntimeError,
     # a plain write reports it as the OSError it is (ENOSPC: "No space left on device")
-    torch.save(payload, data)
+    torch.save({**payload, "digest": digest(payload)}, data)
     try:
-        write_atomic(path, data.getbuffer())
+        write_atomic(path, _sealed(data.getvalue()))
     except OSError as e:
         raise UserError(
             f"cannot save checkpoint {path}: {e.strerror or e}; the previous {path.name}, if any, "
             "is intact; free some space (or fix the directory) and try again"
         ) from None
+
+
+def digest(payload: dict[str, Any]) -> str:
+    """sha256 over a canonical form of payload without its "digest": the same contents, the same digest.
+
+    Not torch.save's bytes, which vary from save to save (the archive's serialization id): a
+    walk of the contents in sorted key order, each value tagged with its type, a tensor by its
+    dtype, shape and the bytes of its elements.
+    """
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in payload.items() if k != "digest"})
+    return h.hexdigest()
+
+
+def _feed(h: "hashlib._Hash", value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        h.update(f"tensor {t.dtype} {tuple(t.shape)};".encode())
+        if t.numel():  # the elements' bytes, read in place (NumPy may be absent)
+            h.update(memoryview((ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())))
+    elif isinstance(value, dict):
+        h.update(f"dict {len(value)};".encode())
+        for key in sorted(value, key=lambda k: (type(k).__name__, repr(k))):
+            _feed(h, key)
+            _feed(h, value[key])
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__} {len(value)};".encode())
+        for item in value:
+            _feed(h, item)
+    else:  # None, bool, int, float, str, and any other plain value the safe loader gives
+        text = repr(value).encode("utf-8", "backslashreplace")
+        h.update(f"{type(value).__name__} {len(text)};".encode() + text)
+
+
+SEAL = b"tinygpt sha256 "  # then the hex sha256 of every byte before it: the zip archive's comment
+END_OF_ARCHIVE = b"PK\x05\x06"  # the zip's last record, 22 bytes, its last two the comment's length
+SEAL_BROKEN = "its bytes do not match the seal at its end"
+
+
+def _sealed(archive: bytes) -> bytes:
+    """torch.save's archive with the seal as its comment, so that a change to any byte shows.
+
+    The digest covers the contents, but torch.load ignores some of the archive's bytes (padding,
+    the copy of each member's checksum, the directory's dates): the seal covers those too.
+    """
+    head = archive[:-2] + (len(SEAL) + 64).to_bytes(2, "little") + SEAL
+    return head + hashlib.sha256(head).hexdigest().encode()
+
+
+def _seal_problem(path: Path) -> str | None:
+    """What is wrong with the end of a file torch.load has read; None if intact, or never sealed."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - 101))
+        tail = f.read()
+        if tail[-22:-18] == END_OF_ARCHIVE and tail[-2:] == b"\0\0":
+            return None  # written by torch.save alone (before seals, or by hand): the digest still checks
+        if (
+            tail[:4] != END_OF_ARCHIVE
+            or tail[-79:-64] != SEAL
+            or tail[20:22] != (len(SEAL) + 64).to_bytes(2, "little")
+        ):
+            return "the end of its archive is not the seal tinygpt writes"
+        f.seek(0)
+        h = hashlib.sha256()
+        for chunk in iter(lambda: f.read(min(1 << 20, size - 64 - f.tell())), b""):
+            h.update(chunk)
+    if h.hexdigest().encode() != tail[-64:]:
+        return SEAL_BROKEN
+    return None
 
 
 def read_checkpoint(
@@ -100,28 +187,77 @@ def read_checkpoint(
             warnings.simplefilter("ignore")
             payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        if "GLOBAL" in str(e):  # it names a class or function: the safe loader will not import it
-            raise UserError(
-                f"refusing to load {path}: it holds Python objects that would run code "
-                "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
-                "data; do not use this file"
-            ) from None
-        raise UserError(_unreadable(path, advice)) from None  # bytes that are not a pickle at all
+        raise UserError(_refused(path, e, advice)) from None
     except PermissionError:
         raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
     except Exception:  # anything else torch.load trips over: the bytes are not a checkpoint
         raise UserError(_unreadable(path, advice)) from None
-    return _checked(payload, path)
+    problem = _seal_problem(path)
+    if problem:
+        raise _damaged(path, problem, advice or OTHER_ADVICE)
+    return _checked(payload, path, advice or OTHER_ADVICE)
 
 
-def _checked(payload: Any, path: Path) -> dict[str, Any]:
+def _refused(path: Path, error: pickle.UnpicklingError, advice: str | None) -> str:
+    """Why the safe loader refused the pickle: it would run code, it is in a form it does not read, or damage.
+
+    The loader stops at the first opcode it does not know (protocol 4's FRAME, protocol 0's
+    INST), before it sees what the pickle would import; the pickle is read here without running it.
+    """
+    if _seal_problem(path) == SEAL_BROKEN:  # a file tinygpt wrote, damaged since
+        return _unreadable(path, advice)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            name = next(n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            names = _global_names(archive.read(name))
+    except Exception:  # not an archive, or a pickle too damaged to read
+        names = None
+    if "GLOBAL" in str(error) or any(
+        not (n.startswith("torch.") or n == "collections.OrderedDict") for n in names or ()
+    ):
+        return (
+            f"refusing to load {path}: it holds Python objects that would run code "
+            "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
+            "data; do not use this file"
+        )
+    if names is not None:
+        return (
+            f"checkpoint {path} is pickled in a form the safe loader does not read (not torch.save's "
+            "default protocol 2); save it again with torch.save, or use a best.pt or last.pt"
+        )
+    return _unreadable(path, advice)  # bytes that are not a pickle at all
+
+
+def _global_names(pickled: bytes) -> list[str]:
+    """Every "module.name" a pickle would import, read opcode by opcode."""
+    names, strings, memo = [], [], {}
+    for op, arg, _ in pickletools.genops(pickled):
+        if op.name in ("GLOBAL", "INST"):
+            names.append(arg.replace(" ", "."))
+        elif op.name == "STACK_GLOBAL":
+            names.append(".".join(strings[-2:]))
+        elif isinstance(arg, str):
+            strings.append(arg)
+        if op.name == "MEMOIZE" and strings:
+            memo[len(memo)] = strings[-1]
+        elif op.name in ("BINGET", "LONG_BINGET", "GET") and arg in memo:
+            strings.append(memo[arg])
+    return names
+
+
+def _checked(payload: Any, path: Path, advice: str) -> dict[str, Any]:
     if not isinstance(payload, dict) or "format_version" not in payload:
         raise UserError(
             f"{path} is not a tinygpt checkpoint (no format_version); "
             "pass a best.pt or last.pt written by scripts/train.py"
         )
     version = payload["format_version"]
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise UserError(
+            f"checkpoint {path} has format version {version!r}, which is not a valid version "
+            f"(a whole number from 1); the file is damaged or not a tinygpt checkpoint; {advice}"
+        )
+    if version > FORMAT_VERSION:
         raise UserError(
             f"checkpoint {path} has format version {version}, newer than this tinygpt "
             f"reads ({FORMAT_VERSION}); upgrade tinygpt to load it"
@@ -129,7 +265,90 @@ def _checked(payload: Any, path: Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     if missing:
         raise UserError(f"checkpoint {path} is incomplete: missing {', '.join(missing)}")
+    unknown = [repr(k) for k in payload if k not in KNOWN_KEYS]
+    if unknown:
+        raise _damaged(path, f"it holds unknown entries ({', '.join(unknown)})", advice)
+    if "digest" in payload and payload["digest"] != digest(payload):
+        raise _damaged(path, "its contents do not match the digest saved with them", advice)
+    _check_contents(payload, path, advice)
     return payload
+
+
+def _damaged(path: Path, what: str, advice: str) -> UserError:
+    return UserError(f"checkpoint {path} is damaged: {what}; {advice}")
+
+
+def _check_contents(payload: dict[str, Any], path: Path, advice: str) -> None:
+    """Every entry checked against what the model config says: sizes, vocabulary, tensors, record."""
+    payload["model_config"] = config = _model_config(payload["model_config"], path)
+    chars = payload["tokenizer"]
+    if not isinstance(chars, list) or any(not isinstance(c, str) or len(c) != 1 for c in chars):
+        raise _damaged(path, "its vocabulary is not a list of single characters", advice)
+    if len(set(chars)) != len(chars) or len(chars) != config["vocab_size"]:
+        raise _damaged(
+            path,
+            f"its vocabulary has {len(set(chars))} distinct of {len(chars)} characters "
+            f"for a model of {config['vocab_size']}",
+            advice,
+        )
+    _check_weights(payload["model"], config, path, advice)
+    record = payload.get("record", {})
+    if not isinstance(record, dict) or not all(isinstance(k, str) and _plain(v) for k, v in record.items()):
+        raise _damaged(path, "its training record is not a mapping of names to numbers and text", advice)
+    for key, kind in (("config", dict), ("optimizer", dict), ("rng", dict), ("rank_rng", list)):
+        if key in payload and not isinstance(payload[key], kind):
+            raise _damaged(path, f"its {key} is {type(payload[key]).__name__}, not {kind.__name__}", advice)
+
+
+def _model_config(raw: Any, path: Path) -> dict[str, Any]:
+    """The model config, its sizes checked by the rules of a config's model section, vocab_size ≥ 1.
+
+    A key GPTConfig does not know is left for the reader to report (export names the option).
+    """
+    needed = [f.name for f in dataclasses.fields(GPTConfig) if f.default is dataclasses.MISSING]
+    if not isinstance(raw, dict) or any(k not in raw for k in needed):
+        raise UserError(
+            f"checkpoint {path} has no usable model config ({type(raw).__name__} without "
+            f"all of {', '.join(needed)})"
+        )
+    vocab_size = raw["vocab_size"]
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise UserError(f"checkpoint {path}: model_config.vocab_size = {vocab_size!r} is not an integer ≥ 1")
+    section = {k: raw[k] for k in vars(ModelSection()) if k in raw}
+    checked = vars(from_dict({"model": section}, f"checkpoint {path}").model)
+    return {k: checked.get(k, v) for k, v in raw.items()}
+
+
+def _check_weights(weights: Any, config: dict[str, Any], path: Path, advice: str) -> None:
+    """Tensors under names, of the sizes the config says (so building the model allocates no more), finite."""
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()
+    ):
+        raise _damaged(path, "its model is not a mapping of names to tensors", advice)
+    width = config["n_embd"]
+    expected = {"wte.weight": (config["vocab_size"], width), "wpe.weight": (config["block_size"], width)}
+    for name, shape in expected.items():
+        if name not in weights or tuple(weights[name].shape) != shape:
+            found = tuple(weights[name].shape) if name in weights else "missing"
+            raise _damaged(path, f"its {name} is {found}, not {shape} as its model config says", advice)
+    layers = {k.split(".")[1] for k in weights if k.startswith("h.")}
+    if layers != {str(i) for i in range(config["n_layer"])}:
+        raise _damaged(
+            path, f"it holds {len(layers)} layers of weights for n_layer {config['n_layer']}", advice
+        )
+    for name, tensor in weights.items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise UserError(
+                f"checkpoint {path} holds non-finite weights (NaN or infinity in {name}); "
+                f"a model with them computes nothing useful; {advice}"
+            )
+
+
+def _plain(value: Any) -> bool:
+    """A record's value: None, true/false, text, or a number but NaN (infinity: no loss seen yet)."""
+    if isinstance(value, float):
+        return not math.isnan(value)
+    return value is None or isinstance(value, (bool, int, str))
 
 
 def _unreadable(path: Path, advice: str | None) -> str:
@@ -142,7 +361,7 @@ def _unreadable(path: Path, advice: str | None) -> str:
     else:
         problem = f"{path} is not a tinygpt checkpoint (not a file written by torch.save)"
         advice = advice or "pass a best.pt or last.pt"
-    return f"{problem}; {advice or 'use another checkpoint, e.g. last.pt or best.pt of the run'}"
+    return f"{problem}; {advice or OTHER_ADVICE}"
 
 
 def _first_line(error: BaseException) -> str:
