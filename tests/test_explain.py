@@ -8,6 +8,7 @@ import torch
 from test_trace import spread_model
 
 from tinygpt.cli import main
+from tinygpt.explain.page import page_data
 from tinygpt.explain.trace import trace_prompt
 from tinygpt.explain.walkthrough import attention_steps, explain, walkthrough
 from tinygpt.tokenizer import CharTokenizer
@@ -194,7 +195,6 @@ def test_dims_limits_long_vectors(odd_checkpoint):
         (["--head", "-1"], "head -1 does not exist"),
         (["--token", "5"], "--token 5 is outside the prompt: use a position from 0 to 4"),
         (["--dims", "0"], "--dims 0 is below 1"),
-        (["--prompt", "KING:" * 4], "more than this model's block_size of 16"),
         (["--prompt", "KING€"], "'€'"),
     ],
 )
@@ -202,3 +202,21 @@ def test_explain_user_errors(odd_checkpoint, capsys, args, message):
     argv = ["explain", str(odd_checkpoint), "--prompt", "KING:", *args]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["explain", "inspect"])
+def test_a_prompt_longer_than_the_context_is_cropped_to_its_last_block_size_characters(
+    odd_checkpoint, capsys, command
+):
+    long = "KING:\nFOOL: yes " * 2  # 32 characters; block_size is 16
+    assert main([command, str(odd_checkpoint), "--prompt", long[-16:]]) == 0
+    cropped = capsys.readouterr()
+    assert cropped.err == ""
+    assert main([command, str(odd_checkpoint), "--prompt", long]) == 0
+    out, err = capsys.readouterr()
+    assert out == cropped.out
+    assert err == (
+        "note: the prompt has 32 characters, more than this model's block_size of 16; "
+        "using its last 16 (positions count from there)\n"
+    )
+    assert page_data(odd_checkpoint, long)["prompt"] == long[-16:]  # the page, the same rule

@@ -50,17 +50,41 @@ def test_trace_works_without_biases():
     assert torch.allclose(trace.layers[0].contrib.sum(0), trace.layers[0].out, atol=1e-6)
 
 
-def test_prompt_and_index_checks():
+def test_prompt_and_index_checks(capsys):
     tokenizer = CharTokenizer("\nab")
     assert encode_prompt(tokenizer, "", 4) == [0]  # empty prompt: a newline, as in sampling
-    with pytest.raises(UserError, match="more than this model's block_size of 4"):
-        encode_prompt(tokenizer, "ababa", 4)
+    assert encode_prompt(tokenizer, "abab", 4) == [1, 2, 1, 2]
+    assert capsys.readouterr().err == ""  # a prompt that fits says nothing
     with pytest.raises(UserError, match="'z'"):
         encode_prompt(tokenizer, "az", 4)
     assert chosen(None, 3, "head") == [0, 1, 2]
     assert chosen(2, 3, "head") == [2]
     with pytest.raises(UserError, match=r"head 3 does not exist: this model has 3 heads \(0 … 2\)"):
         chosen(3, 3, "head")
+
+
+def test_a_prompt_longer_than_the_context_is_cropped_to_its_end_and_says_so(capsys):
+    tokenizer = CharTokenizer("\nab")
+    assert encode_prompt(tokenizer, "aabab\nb", 4) == [1, 2, 0, 2]  # "ab\nb": the last 4
+    assert capsys.readouterr().err == (
+        "note: the prompt has 7 characters, more than this model's block_size of 4; "
+        "using its last 4 (positions count from there)\n"
+    )
+
+
+def test_a_backslash_n_typed_in_a_prompt_gets_a_hint_on_how_to_pass_a_newline():
+    tokenizer = CharTokenizer("\n:ABCDEIJLMNORTUn")
+    with pytest.raises(UserError) as caught:
+        encode_prompt(tokenizer, r"ROMEO:\nJULIET:", 64)  # what --prompt "ROMEO:\nJULIET:" gives
+    assert str(caught.value) == (
+        r"1 character(s) not in the model's vocabulary: '\\'; use only characters that occur in the "
+        r"training corpus; a \n typed in a prompt is a backslash and an n, not a newline: in bash write "
+        r"--prompt $'ROMEO:\nJULIET:', or put the text in a file and pass --prompt-file FILE"
+    )
+    with pytest.raises(UserError) as caught:  # a backslash, but no \n: no hint
+        encode_prompt(tokenizer, "ROMEO:\\", 64)
+    assert "--prompt-file" not in str(caught.value)
+    assert encode_prompt(CharTokenizer("\\n"), r"\n", 4) == [0, 1]  # a backslash the model knows is fine
 
 
 def test_head_contributions_split_c_proj_by_head():
