@@ -128,3 +128,26 @@ def test_sampling_is_reproducible_with_a_generator():
     a = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
     b = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
+
+
+def test_a_temperature_too_small_for_float32_is_greedy_with_any_filter():
+    logits = torch.tensor([[0.1, 3.0, 2.9, -1.0], [5.0, 0.0, 4.99, 0.0]])
+    for temperature in (1e-40, 1e-300, 5e-324):
+        for filters in ({}, {"top_k": 2}, {"top_p": 0.9}, {"top_k": 3, "top_p": 1e-320}):
+            drawn = draw(logits, n=50, temperature=temperature, **filters).view(50, 2)
+            assert drawn.tolist() == [[1, 0]] * 50, (temperature, filters)
+
+
+def test_a_tiny_top_p_keeps_only_the_most_likely_and_ties_at_a_tiny_temperature_are_drawn_evenly():
+    logits = torch.log(torch.tensor([[0.1, 0.5, 0.15, 0.25]]))
+    assert set(draw(logits, top_p=1e-320).tolist()) == {1}
+    tied = torch.tensor([[2.0, 2.0, 1.0]])
+    counts = torch.bincount(draw(tied, n=2000, temperature=1e-300), minlength=3) / 2000
+    assert counts[2] == 0 and abs(counts[0] - 0.5) < 0.05
+
+
+def test_a_huge_temperature_draws_about_evenly_and_top_k_still_cuts():
+    logits = torch.tensor([[0.0, 10.0, -10.0, 5.0]])
+    counts = torch.bincount(draw(logits, n=4000, temperature=1e308), minlength=4) / 4000
+    assert torch.allclose(counts, torch.full((4,), 0.25), atol=0.03)
+    assert set(draw(logits, temperature=1e308, top_k=2).tolist()) == {1, 3}

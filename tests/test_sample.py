@@ -1,5 +1,6 @@
 import io
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -100,3 +101,40 @@ def test_without_a_checkpoint_the_newest_best_pt_is_used_and_named(tmp_path, che
         "(choose one with --checkpoint)\n"
     )
     assert chosen_checkpoint(older) == older and capsys.readouterr().err == ""  # a given one: nothing said
+
+
+@pytest.mark.parametrize("temperature", [1e-40, 1e-300])
+def test_a_temperature_below_float32_samples_as_greedy_with_or_without_filters_and_cache(
+    checkpoint, temperature
+):
+    kw = dict(max_new_tokens=40, device="cpu", out=io.StringIO(), seed=3)
+    greedy = sample(checkpoint, "KING:", temperature=0, **kw)
+    for extra in ({}, {"top_k": 5}, {"top_p": 0.9}, {"use_cache": False}, {"top_k": 3, "top_p": 0.5}):
+        assert sample(checkpoint, "KING:", temperature=temperature, **extra, **kw) == greedy, extra
+    assert sample(checkpoint, "KING:", temperature=0.8, top_p=1e-320, **kw) == greedy
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ({"temperature": float("nan")}, "--temperature nan is not a number"),
+        ({"temperature": float("inf")}, "--temperature inf is not a finite number"),
+        ({"temperature": float("-inf")}, "--temperature -inf is negative"),
+        ({"seed": -1}, "--seed -1 is not allowed; --seed must be an integer ≥ 0 and ≤ 4294967295"),
+        ({"seed": 2**32}, "--seed 4294967296 is not allowed"),
+        ({"seed": 2**64}, "--seed 18446744073709551616 is not allowed"),
+        ({"seed": 10**30}, "--seed 1000000000000000000000000000000 is not allowed"),
+    ],
+)
+def test_temperatures_and_seeds_sampling_cannot_use_are_refused_before_loading(tmp_path, option, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        sample(tmp_path / "never-read.pt", "KING:", device="cpu", out=io.StringIO(), **option)
+
+
+def test_the_seed_range_is_train_seeds(checkpoint):
+    from tinygpt.config import TrainSection
+
+    high = TrainSection.__dataclass_fields__["seed"].metadata["high"]
+    kw = dict(max_new_tokens=5, device="cpu", out=io.StringIO())
+    assert len(sample(checkpoint, "KING:", seed=high, **kw)[0]) == 10
+    assert len(sample(checkpoint, "KING:", seed=0, **kw)[0]) == 10

@@ -59,17 +59,22 @@ def sample_next(
 ) -> torch.Tensor:
     """Pick the next id for each row of logits (B, vocab); returns (B, 1).
 
-    temperature 0 is greedy (argmax); otherwise logits are divided by the
-    temperature, cut to the top_k most likely ids (top_k larger than the
-    vocabulary keeps all), then to the smallest set whose probabilities add up
-    to at least top_p (nucleus sampling), and one id is drawn.
+    temperature 0 is greedy (argmax). Otherwise logits are cut to the top_k most likely
+    ids (top_k larger than the vocabulary keeps all), divided by the temperature, cut to
+    the smallest set whose probabilities add up to at least top_p (nucleus sampling; the
+    most likely id always stays), and one id is drawn. Any temperature > 0 is safe: the
+    logits are shifted so that the largest is 0 and divided in float64, so a temperature
+    too small for float32 gives the most likely id its whole weight (greedy, ties drawn
+    evenly) instead of inf − inf, and a huge one gives nearly even weights.
     """
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
+    logits = logits.float()
     if top_k is not None and top_k < logits.size(-1):
         kth_best = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth_best, float("-inf"))
+    shifted = logits - logits.max(dim=-1, keepdim=True).values  # ≤ 0, the largest exactly 0
+    logits = (shifted.double() / temperature).float()  # 0 stays 0; what underflows becomes -inf
     if top_p is not None and top_p < 1.0:
         logits = _nucleus(logits, top_p)
     probs = F.softmax(logits, dim=-1)  # (B, vocab)
@@ -81,7 +86,8 @@ def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, vocab)
     probs = F.softmax(sorted_logits, dim=-1)
     ranked_above = probs.cumsum(dim=-1) - probs  # probability of the ids more likely than each
-    drop_sorted = ranked_above >= top_p  # the most likely id always stays
+    drop_sorted = ranked_above >= top_p
+    drop_sorted[:, 0] = False  # the most likely id always stays, even for a top_p that rounds to 0
     drop = torch.empty_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
 

@@ -1,5 +1,6 @@
 """The `sample` command: text from a checkpoint, streamed to the terminal as it is made."""
 
+import math
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -7,25 +8,49 @@ from typing import TextIO
 import torch
 
 from tinygpt.checkpoint import chosen_checkpoint, load_checkpoint
+from tinygpt.config import TrainSection
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
 from tinygpt.generate import stream
 from tinygpt.tokenizer import prompt_ids
 
+SEED = TrainSection.__dataclass_fields__["seed"].metadata  # one range of seeds, sampling's as training's
+
 
 def check_sampling_options(
-    max_new_tokens: int, temperature: float, top_k: int | None, top_p: float | None, num_samples: int
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    num_samples: int,
+    seed: int,
 ) -> None:
     if max_new_tokens < 0:
         raise UserError(f"--max-new-tokens {max_new_tokens} is negative; use 0 or more")
-    if not temperature >= 0:
-        raise UserError(f"--temperature {temperature} is negative; use 0 (greedy) or more")
+    _check_temperature(temperature)
     if top_k is not None and top_k < 1:
         raise UserError(f"--top-k {top_k} is below 1; use 1 or more, or leave it out")
     if top_p is not None and not 0 < top_p <= 1:
         raise UserError(f"--top-p {top_p} is outside (0, 1]; use e.g. 0.9, or leave it out")
     if num_samples < 1:
         raise UserError(f"--num-samples {num_samples} is below 1; use 1 or more")
+    if not SEED["low"] <= seed <= SEED["high"]:
+        raise UserError(
+            f"--seed {seed} is not allowed; --seed must be an integer ≥ {SEED['low']} and "
+            f"≤ {SEED['high']}, as train.seed"
+        )
+
+
+def _check_temperature(temperature: float) -> None:
+    if math.isnan(temperature):
+        raise UserError(f"--temperature {temperature} is not a number; use 0 (greedy) or more, e.g. 0.8")
+    if temperature < 0:
+        raise UserError(f"--temperature {temperature} is negative; use 0 (greedy) or more")
+    if math.isinf(temperature):
+        raise UserError(
+            f"--temperature {temperature} is not a finite number; use 0 (greedy) or more, e.g. 0.8 "
+            "(a large temperature draws every character about evenly)"
+        )
 
 
 def sample(
@@ -42,7 +67,7 @@ def sample(
     out: TextIO = sys.stdout,
 ) -> list[str]:
     """Print num_samples continuations of prompt, character by character; return them too."""
-    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples)
+    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
     path = chosen_checkpoint(checkpoint)
     dev = pick_device(device)
     model, tokenizer, _ = load_checkpoint(path, device=dev)
