@@ -1,0 +1,251 @@
+"""What each attention head does: named roles scored from the model's own attention weights.
+
+Every score is a mean attention weight, so it lies in [0, 1]: the share of a query's
+attention that goes where the role says. Scored on validation windows (fixed,
+evenly spaced, `WINDOWS` by default) except `induction`, scored on probes of random
+characters written twice (a fixed seed):
+
+    previous    weight on position i − 1                               (queries i ≥ 1)
+    self        weight on position i itself
+    first       weight on position 0, an attention sink                (queries i ≥ 1)
+    same_char   weight on earlier positions holding the character at i (queries that have one)
+    word_start  weight on the most recent space or newline before i    (queries that have one)
+    induction   in the second copy, weight from the copy of character t to position t + 1 of
+                the first copy: the character that followed it last time
+
+A head's label is the role with the highest score among those that clear their
+THRESHOLDS, else "mixed". Its entropy is the mean, over queries, of −Σ_j w_j·ln w_j
+(0: all on one position; ln(i + 1): spread evenly). Its importance is how much the
+validation loss on the same windows rises when that head alone is switched off
+(zero ablation, tinygpt.explain.ablate); the induction loss, the loss on the probes'
+second copies, is given with each head off too.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.config import from_dict
+from tinygpt.data import load_corpus
+from tinygpt.errors import UserError
+from tinygpt.explain.ablate import ablated
+from tinygpt.model import GPT
+
+ROLES = ("previous", "self", "first", "same_char", "word_start", "induction")
+THRESHOLDS = {
+    "previous": 0.5,
+    "self": 0.5,
+    "first": 0.5,
+    "same_char": 0.4,
+    "word_start": 0.4,
+    "induction": 0.4,
+}
+WINDOWS = 16  # validation windows scored, each block_size long
+PROBES = 16  # random strings written twice, for induction
+PROBE_SEED = 0
+
+
+@dataclass
+class HeadReport:
+    layer: int
+    head: int
+    scores: dict[str, float]  # role -> mean attention weight where the role says
+    label: str  # the best role that clears its threshold, or "mixed"
+    entropy: float  # nats
+    importance: float  # validation loss with this head off, minus the loss with every head on
+    induction_loss: float  # loss on the probes' second copies with this head off
+
+    def as_dict(self) -> dict:
+        return {
+            "layer": self.layer,
+            "head": self.head,
+            "scores": self.scores,
+            "label": self.label,
+            "entropy": self.entropy,
+            "importance": self.importance,
+            "induction_loss": self.induction_loss,
+        }
+
+
+def validation_windows(ids: torch.Tensor, block_size: int, count: int = WINDOWS) -> torch.Tensor:
+    """`count` windows of block_size + 1 ids at evenly spaced starts through the split: (N, T + 1)."""
+    span = len(ids) - block_size - 1
+    if span < 0:
+        raise ValueError("the split is shorter than one window")
+    starts = torch.linspace(0, span, count).round().long().unique()
+    return torch.stack([ids[s : s + block_size + 1].long() for s in starts.tolist()])
+
+
+def induction_probes(vocab_size: int, block_size: int, count: int = PROBES) -> torch.Tensor:
+    """Random strings of block_size // 2 ids, each written twice: (count, 2·(block_size // 2))."""
+    half = block_size // 2
+    generator = torch.Generator().manual_seed(PROBE_SEED)
+    first = torch.randint(vocab_size, (count, half), generator=generator)
+    return torch.cat([first, first], dim=1)
+
+
+@torch.no_grad()
+def attention_weights(model: GPT, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's attention weights on ids (N, T), from the explicit path: (N, nh, T, T) each."""
+    model.eval()
+    with model.explicit_attention(record=True) as records:
+        model(ids)
+    return [record["weights"].float() for record in records]
+
+
+def role_scores(weights: torch.Tensor, ids: torch.Tensor, word_ends: list[int]) -> dict[str, torch.Tensor]:
+    """Each head's score for the text roles: weights (N, nh, T, T) on ids (N, T) -> {role: (nh,)}."""
+    N, nh, T, _ = weights.shape
+    i = torch.arange(T)
+    scores = {
+        "previous": weights[:, :, i[1:], i[1:] - 1].mean(dim=(0, 2)),
+        "self": weights[:, :, i, i].mean(dim=(0, 2)),
+        "first": weights[:, :, 1:, 0].mean(dim=(0, 2)),
+    }
+    earlier = i.view(1, T) < i.view(T, 1)  # (T, T): key j before query i
+    same = (ids.unsqueeze(2) == ids.unsqueeze(1)) & earlier  # (N, T, T)
+    scores["same_char"] = _mean_where(weights, same)
+    is_end = torch.isin(ids, torch.tensor(word_ends, dtype=ids.dtype))  # (N, T)
+    position = torch.where(is_end, i, torch.full_like(ids, -1))  # (N, T)
+    last_end = torch.cummax(position, dim=1).values  # (N, T): the latest space or newline at or before i
+    before = torch.cat([torch.full((N, 1), -1, dtype=last_end.dtype), last_end[:, :-1]], dim=1)  # before i
+    target = F.one_hot(before.clamp(min=0), T).bool() & (before >= 0).unsqueeze(-1)  # (N, T, T)
+    scores["word_start"] = _mean_where(weights, target)
+    return scores
+
+
+def _mean_where(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Mean over queries that have at least one such key of the weight they give those keys: (nh,)."""
+    has = keys.any(dim=-1)  # (N, T)
+    share = (weights * keys.unsqueeze(1)).sum(dim=-1)  # (N, nh, T)
+    count = has.sum()
+    if count == 0:
+        return torch.zeros(weights.size(1))
+    return (share * has.unsqueeze(1)).sum(dim=(0, 2)) / count
+
+
+def induction_scores(weights: torch.Tensor) -> torch.Tensor:
+    """Weight from second-copy position half + t to first-copy position t + 1: (N, nh, 2h, 2h) -> (nh,)."""
+    half = weights.size(-1) // 2
+    t = torch.arange(half - 1)
+    return weights[:, :, half + t, t + 1].mean(dim=(0, 2))
+
+
+def entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Mean over queries of each head's attention entropy in nats: (N, nh, T, T) -> (nh,)."""
+    logs = torch.where(weights > 0, weights.clamp(min=1e-30).log(), torch.zeros_like(weights))
+    return -(weights * logs).sum(dim=-1).mean(dim=(0, 2))
+
+
+def label(scores: dict[str, float]) -> str:
+    cleared = {role: s for role, s in scores.items() if s >= THRESHOLDS[role]}
+    return max(cleared, key=cleared.get) if cleared else "mixed"
+
+
+@torch.no_grad()
+def loss(model: GPT, windows: torch.Tensor, from_position: int = 0) -> float:
+    """Mean next-character loss over windows (N, T + 1), counting targets from `from_position` on."""
+    model.eval()
+    logits, _ = model(windows[:, :-1])
+    targets = windows[:, 1:]
+    per = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none").view(
+        targets.shape
+    )
+    return per[:, from_position:].mean().item()
+
+
+@dataclass
+class Heads:
+    """Every head's report, and the losses with every head on that importance is measured from."""
+
+    reports: list[HeadReport]
+    loss: float  # validation loss on the scored windows
+    induction_loss: float  # loss on the probes' second copies
+
+
+def head_reports(model: GPT, val_ids: torch.Tensor, word_ends: list[int], windows: int = WINDOWS) -> Heads:
+    """The report of every head of `model`, scored on val_ids (a validation split's ids)."""
+    cfg = model.config
+    text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
+    probes = induction_probes(cfg.vocab_size, cfg.block_size)  # (P, 2·half)
+    half = probes.size(1) // 2  # targets from index half on predict the second copy's 2nd character on
+    text_weights = attention_weights(model, text[:, :-1])
+    probe_weights = attention_weights(model, probes)
+    base_loss = loss(model, text)
+    base_induction = loss(model, probes, from_position=half)
+    reports = []
+    for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
+        scores = role_scores(tw, text[:, :-1], word_ends)
+        scores["induction"] = induction_scores(pw)
+        heat = entropy(tw)
+        for head in range(cfg.n_head):
+            mine = {role: round(float(scores[role][head]), 6) for role in ROLES}
+            with ablated(model, [(layer, head)]):
+                off_loss = loss(model, text)
+                off_induction = loss(model, probes, from_position=half)
+            reports.append(
+                HeadReport(
+                    layer, head, mine, label(mine), float(heat[head]), off_loss - base_loss, off_induction
+                )
+            )
+    return Heads(reports, base_loss, base_induction)
+
+
+WORD_ENDS = (" ", "\n")  # what ends a word, for word_start
+
+
+def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
+    """Every head of a checkpoint, scored on the validation split of the corpus it was trained on."""
+    payload = read_checkpoint(checkpoint)
+    model = model_from_payload(payload, checkpoint).eval()
+    chars = payload["tokenizer"]
+    if windows < 1:
+        raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
+    val = validation_ids(payload, chars, model.config.block_size, checkpoint)
+    word_ends = [chars.index(c) for c in WORD_ENDS if c in chars]
+    return head_reports(model, val, word_ends, windows)
+
+
+def validation_ids(payload: dict, chars: list[str], block_size: int, path: str | Path) -> torch.Tensor:
+    """The validation split of the checkpoint's own corpus, checked to be the text it learned from."""
+    data = payload.get("config", {}).get("data") if isinstance(payload.get("config"), dict) else None
+    if not isinstance(data, dict):
+        raise UserError(
+            f"{path} does not say which corpus it was trained on; use a checkpoint written by training"
+        )
+    corpus = load_corpus(from_dict({"data": data}, source=f"{path}'s config").data, block_size)
+    if corpus.tokenizer.chars != chars:
+        raise UserError(
+            f"the corpus {corpus.path} that {path} was trained on has other characters now; "
+            "scoring heads needs the text the model learned from"
+        )
+    return corpus.val
+
+
+def heads_table(heads: Heads) -> str:
+    """The reports as a terminal table, one row per head."""
+    names = {"previous": "prev", "self": "self", "first": "first", "same_char": "same", "word_start": "word"}
+    names["induction"] = "induct"
+    header = f"{'head':>5}  " + "  ".join(f"{names[r]:>6}" for r in ROLES)
+    header += f"  {'label':<10} {'entropy':>7} {'importance':>10} {'ind. loss':>9}"
+    lines = [header]
+    for r in heads.reports:
+        cells = "  ".join(f"{r.scores[role]:>6.3f}" for role in ROLES)
+        lines.append(
+            f"{r.layer:>3}.{r.head:<1}  {cells}  {r.label:<10} {r.entropy:>7.3f} {r.importance:>+10.4f} "
+            f"{r.induction_loss:>9.4f}"
+        )
+    thresholds = ", ".join(f"{names[r]} {THRESHOLDS[r]}" for r in ROLES)
+    lines.append(f"label: the best role at or above its threshold ({thresholds}), else mixed")
+    lines.append(
+        f"importance: validation loss with that head off (zero) minus with every head on ({heads.loss:.4f}), "
+        "in nats"
+    )
+    lines.append(
+        f"ind. loss: loss on the induction probes' second copies with that head off "
+        f"({heads.induction_loss:.4f} with every head on)"
+    )
+    return "\n".join(lines)

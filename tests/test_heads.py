@@ -1,0 +1,207 @@
+"""Head roles, switching heads off and the logit lens, each held to an independent reference."""
+
+import copy
+
+import pytest
+import torch
+
+from tinygpt import GPT, GPTConfig
+from tinygpt.errors import UserError
+from tinygpt.explain.ablate import ablated, mean_head_outputs, parse_heads
+from tinygpt.explain.heads import (
+    attention_weights,
+    entropy,
+    head_reports,
+    induction_probes,
+    induction_scores,
+    label,
+    loss,
+    role_scores,
+    validation_windows,
+)
+from tinygpt.explain.lens import logit_lens
+
+T = 16
+
+
+def previous_token_model() -> GPT:
+    """One layer, one head, built by hand so that position i can only match position i − 1.
+
+    Token embeddings are 0 and position p's embedding is the unit vector e_p, so after the
+    layer norm position p is a·e_p − b·1. The query reads dimension p into dimension p − 1
+    (times 40) and the key reads each dimension as itself: q_i · k_j is largest, by 40·a²,
+    at j = i − 1.
+    """
+    model = GPT(GPTConfig(vocab_size=5, block_size=T, n_layer=1, n_head=1, n_embd=32, bias=False)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for norm in (model.h[0].ln_1, model.h[0].ln_2, model.ln_f):
+            norm.weight.fill_(1.0)
+        model.wpe.weight[:, :T] = torch.eye(T)
+        c = model.config.n_embd
+        q, k = model.h[0].attn.c_attn.weight[:c], model.h[0].attn.c_attn.weight[c : 2 * c]
+        for p in range(1, T):
+            q[p - 1, p] = 40.0
+        k[:T, :T] = torch.eye(T)
+    return model
+
+
+def test_a_head_built_to_look_one_back_scores_near_1_for_previous_and_is_labelled_so():
+    model = previous_token_model()
+    ids = torch.randint(5, (4, T), generator=torch.Generator().manual_seed(0))
+    (weights,) = attention_weights(model, ids)
+    scores = {role: float(s[0]) for role, s in role_scores(weights, ids, word_ends=[0]).items()}
+    scores["induction"] = float(induction_scores(weights)[0])
+    assert scores["previous"] > 0.99
+    assert scores["self"] == pytest.approx(1 / T, abs=0.01)  # position 0 alone, which sees only itself
+    assert scores["first"] < 0.1
+    assert label(scores) == "previous"
+    assert float(entropy(weights)[0]) < 0.05  # all of each row on one position
+
+
+def test_role_scores_are_the_weights_where_each_role_says():
+    """A uniform causal head: every score is a mean of 1/(i + 1) over the queries the role counts."""
+    ids = torch.tensor([[1, 2, 0, 1, 2, 0]])  # 0 plays the space
+    n = ids.size(1)
+    weights = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1).unsqueeze(1)  # (T, T), rows sum to 1
+    scores = role_scores(weights.view(1, 1, n, n), ids, word_ends=[0])
+
+    def mean_inverse(queries) -> float:
+        return sum(1 / (i + 1) for i in queries) / len(queries)
+
+    assert float(scores["previous"]) == pytest.approx(mean_inverse(range(1, n)))
+    assert float(scores["self"]) == pytest.approx(mean_inverse(range(n)))
+    assert float(scores["first"]) == pytest.approx(mean_inverse(range(1, n)))
+    assert float(scores["same_char"]) == pytest.approx(mean_inverse([3, 4, 5]))  # one earlier twin each
+    assert float(scores["word_start"]) == pytest.approx(mean_inverse([3, 4, 5]))  # a space at 2, before them
+
+
+def small_model(seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(GPTConfig(vocab_size=11, block_size=T, n_layer=2, n_head=4, n_embd=32)).eval()
+
+
+def without_head_by_weights(model: GPT, layer: int, head: int, mean: torch.Tensor | None = None) -> GPT:
+    """A copy whose c_proj ignores the head (its columns zeroed); with mean, adds the mean's share as bias."""
+    copied = copy.deepcopy(model)
+    proj = copied.h[layer].attn.c_proj
+    part = slice(head * model.config.head_size, (head + 1) * model.config.head_size)
+    with torch.no_grad():
+        if mean is not None:
+            proj.bias += proj.weight[:, part] @ mean[part]
+        proj.weight[:, part] = 0.0
+    return copied
+
+
+def test_zero_ablation_equals_the_model_with_that_heads_projection_columns_removed():
+    model = small_model()
+    idx = torch.randint(11, (3, T))
+    with ablated(model, [(1, 2)]):
+        logits, _ = model(idx)
+    reference, _ = without_head_by_weights(model, 1, 2)(idx)
+    assert torch.allclose(logits, reference, atol=1e-6)
+    assert not torch.allclose(logits, model(idx)[0], atol=1e-3)  # it did change something, and only inside
+    with ablated(model, [(0, 0), (1, 3)]), model.explicit_attention():  # the explicit path runs it too
+        both, _ = model(idx)
+    reference = without_head_by_weights(without_head_by_weights(model, 0, 0), 1, 3)(idx)[0]
+    assert torch.allclose(both, reference, atol=1e-5)
+
+
+def test_mean_ablation_replaces_the_head_by_its_mean_output():
+    model = small_model(seed=1)
+    windows = torch.randint(11, (8, T))
+    means = mean_head_outputs(model, windows)
+    idx = torch.randint(11, (2, T))
+    with ablated(model, [(0, 1)], mode="mean", means=means):
+        logits, _ = model(idx)
+    reference, _ = without_head_by_weights(model, 0, 1, mean=means[0])(idx)
+    assert torch.allclose(logits, reference, atol=1e-5)
+
+
+def test_heads_are_named_as_layer_dot_head_and_checked():
+    assert parse_heads("1.2, 0.3", n_layer=2, n_head=4) == [(1, 2), (0, 3)]
+    for bad, message in (
+        ("1-2", "LAYER.HEAD"),
+        ("2.0", "layers 0 … 1"),
+        ("0.4", "heads 0 … 3"),
+        ("", "at least"),
+    ):
+        with pytest.raises(UserError, match=message):
+            parse_heads(bad, n_layer=2, n_head=4)
+
+
+def test_the_last_layers_lens_is_the_models_own_prediction():
+    model = small_model(seed=2)
+    ids = torch.randint(11, (T,)).tolist()
+    lens = logit_lens(model, ids)
+    assert lens.shape == (2, T, 11)
+    logits, _ = model(torch.tensor([ids]))
+    assert torch.allclose(lens[-1], logits[0], atol=1e-5)
+    assert not torch.allclose(lens[0], logits[0], atol=1e-3)  # the first layer's guess is another
+
+
+def test_every_head_gets_a_report_and_importance_is_the_loss_it_costs():
+    model = small_model(seed=3)
+    val = torch.randint(11, (400,))
+    heads = head_reports(model, val, word_ends=[0], windows=4)
+    assert [(r.layer, r.head) for r in heads.reports] == [(layer, h) for layer in range(2) for h in range(4)]
+    for r in heads.reports:
+        assert all(0.0 <= s <= 1.0 for s in r.scores.values()) and r.entropy >= 0.0
+    r = heads.reports[5]  # layer 1, head 1
+    windows = validation_windows(val, T, 4)
+    assert r.importance == pytest.approx(
+        loss(without_head_by_weights(model, 1, 1), windows) - heads.loss, abs=1e-5
+    )
+
+
+def induction_model(vocab: int = 8) -> GPT:
+    """Two layers, one head each, built by hand into the induction circuit.
+
+    The residual stream has three parts: position (one-hot), token (one-hot; the LM head,
+    tied, reads these dimensions) and previous token. Layer 0's head looks one back
+    and copies that position's token into the previous-token part. Layer 1's head
+    queries with its own token for a position whose previous token it is, and passes
+    that position's token on, loudly, to the logits: after "… a b … a" it predicts "b".
+    """
+    pos, tok, prev = 0, T, T + vocab
+    c = T + 2 * vocab
+    model = GPT(GPTConfig(vocab_size=vocab, block_size=T, n_layer=2, n_head=1, n_embd=c, bias=False)).eval()
+    eye = torch.eye(vocab)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for norm in (*[b.ln_1 for b in model.h], *[b.ln_2 for b in model.h], model.ln_f):
+            norm.weight.fill_(1.0)
+        model.wpe.weight[:, pos : pos + T] = torch.eye(T)
+        model.wte.weight[:, tok : tok + vocab] = eye
+        q, k, v = model.h[0].attn.c_attn.weight.split(c)
+        for p in range(1, T):
+            q[pos + p - 1, pos + p] = 30.0
+        k[pos : pos + T, pos : pos + T] = torch.eye(T)
+        v[tok : tok + vocab, tok : tok + vocab] = eye
+        model.h[0].attn.c_proj.weight[prev : prev + vocab, tok : tok + vocab] = 3 * eye
+        q, k, v = model.h[1].attn.c_attn.weight.split(c)
+        q[prev : prev + vocab, tok : tok + vocab] = 30 * eye
+        k[prev : prev + vocab, prev : prev + vocab] = eye
+        v[tok : tok + vocab, tok : tok + vocab] = eye
+        model.h[1].attn.c_proj.weight[tok : tok + vocab, tok : tok + vocab] = 20 * eye
+    return model
+
+
+def test_an_induction_circuit_built_by_hand_is_found_and_its_head_carries_the_second_copies():
+    model = induction_model()
+    val = torch.randint(8, (600,), generator=torch.Generator().manual_seed(1))
+    heads = head_reports(model, val, word_ends=[0], windows=8)
+    looks_back, induction = heads.reports
+    assert looks_back.label == "previous" and looks_back.scores["previous"] > 0.99
+    assert induction.scores["induction"] > 0.5 and induction.label == "induction"
+    assert induction.induction_loss - heads.induction_loss > 1.0  # without it the second copies are lost
+    probes = induction_probes(8, T)
+    half = T // 2
+    with ablated(model, [(1, 0)]):
+        first_off = loss(model, probes[:, :half])
+    first_on = loss(model, probes[:, :half])
+    assert (
+        induction.induction_loss - heads.induction_loss > first_off - first_on + 1.0
+    )  # it helps where it copies
