@@ -2,6 +2,7 @@
 
 import math
 import re
+import shutil
 
 import pytest
 import torch
@@ -220,3 +221,30 @@ def test_a_prompt_longer_than_the_context_is_cropped_to_its_last_block_size_char
         "using its last 16 (positions count from there)\n"
     )
     assert page_data(odd_checkpoint, long)["prompt"] == long[-16:]  # the page, the same rule
+
+
+def test_html_alone_writes_the_page_into_the_checkpoints_run_directory(odd_checkpoint, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    checkpoint = run / "best.pt"
+    shutil.copyfile(odd_checkpoint, checkpoint)
+    assert main(["explain", str(checkpoint), "--prompt", "KING", "--html"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {run / 'explain.html'} (")
+    assert "KING" in (run / "explain.html").read_text(encoding="utf-8")
+    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "explain.html"]  # nothing left half-written
+
+
+def test_html_refuses_a_name_that_is_not_html_so_a_checkpoint_is_never_written_over(
+    odd_checkpoint, tmp_path, capsys
+):
+    checkpoint = tmp_path / "best.pt"
+    shutil.copyfile(odd_checkpoint, checkpoint)
+    before = checkpoint.read_bytes()
+    with pytest.raises(SystemExit) as exited:  # the checkpoint taken as --html's value
+        main(["explain", "--html", str(checkpoint)])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: argument --html: '{checkpoint}': the page is an HTML file; give a name ending in .html, "
+        "or --html alone to write explain.html beside the checkpoint\n"
+    )
+    assert checkpoint.read_bytes() == before

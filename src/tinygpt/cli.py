@@ -95,10 +95,10 @@ def _explain(args: argparse.Namespace) -> None:
     from tinygpt.checkpoint import chosen_checkpoint
 
     checkpoint = chosen_checkpoint(args.checkpoint)
-    if args.html:
+    if args.html is not None:
         from tinygpt.explain.page import write_page
 
-        print(write_page(checkpoint, args.prompt, args.html, args.layer, args.head, args.token))
+        print(write_page(checkpoint, args.prompt, args.html or None, args.layer, args.head, args.token))
         return
     print(explain(checkpoint, args.prompt, args.layer, args.head, args.token, args.dims))
 
@@ -128,6 +128,16 @@ def _numbers(text: str) -> list[float]:
         return [float(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+
+
+def _html_path(text: str) -> str:
+    """--html's value, which must name an HTML file: `explain --html best.pt` would write over best.pt."""
+    if text and Path(text).suffix.lower() not in (".html", ".htm"):  # "": --html alone
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the page is an HTML file; give a name ending in .html, or --html alone "
+            "to write explain.html beside the checkpoint"
+        )
+    return text
 
 
 def _export(args: argparse.Namespace) -> None:
@@ -266,7 +276,15 @@ def _add_explain(commands) -> None:
     p.add_argument("--head", type=int, default=0, help="head of that layer (default 0)")
     p.add_argument("--token", type=int, help="position in the prompt to follow, from 0 (default: the last)")
     p.add_argument("--dims", type=int, help="entries of each vector to print (default: d_head)")
-    p.add_argument("--html", metavar="OUT.html", help="write the interactive explainer page here instead")
+    p.add_argument(
+        "--html",
+        nargs="?",
+        const="",
+        type=_html_path,
+        metavar="OUT.html",
+        help="write the interactive explainer page instead: to OUT.html, or alone to explain.html "
+        "in the checkpoint's run directory",
+    )
     p.add_argument("--q", type=_numbers, metavar="Q", help="by hand, without a model: a query, e.g. 1,0.5")
     p.add_argument("--keys", type=_numbers, nargs="+", metavar="K", help="by hand: keys, e.g. 1,0 0.5,1")
     p.add_argument("--values", type=_numbers, nargs="+", metavar="V", help="by hand: one value per key")

@@ -26,6 +26,7 @@ from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.trace import Trace, encode_prompt, focus, trace_prompt
+from tinygpt.files import write_atomic
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
@@ -122,20 +123,23 @@ def script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+PAGE_NAME = "explain.html"  # where --html alone writes: beside the checkpoint, in its run directory
+
+
 def write_page(
     checkpoint: str | Path,
     prompt: str,
-    out: str | Path,
+    out: str | Path | None = None,
     layer: int = 0,
     head: int = 0,
     token: int | None = None,
     live_limit: int = LIVE_LIMIT,
 ) -> str:
-    """Write the page to `out`; returns a line saying what was written."""
+    """Write the page to `out` (default: explain.html beside the checkpoint); returns what was written."""
+    out = Path(checkpoint).parent / PAGE_NAME if out is None else Path(out)
     data = page_data(checkpoint, prompt, layer, head, token, live_limit)
-    out = Path(out)
     try:
-        out.write_text(render_page(data), encoding="utf-8")
+        write_atomic(out, render_page(data))
     except OSError as e:
         raise UserError(f"cannot write {out}: {e.strerror}") from None
     size = out.stat().st_size
