@@ -1,8 +1,10 @@
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
+from tinygpt import data as data_module
 from tinygpt.config import DataSection
 from tinygpt.data import Batches, encode_corpus, load_corpus, load_ids
 from tinygpt.errors import UserError
@@ -87,3 +89,67 @@ def test_missing_corpus_and_directory(tmp_path):
         load_corpus(section(tmp_path / "missing.txt"), block_size=8)
     with pytest.raises(UserError, match="is a directory"):
         load_corpus(section(tmp_path), block_size=8)
+
+
+def test_a_damaged_id_cache_is_rebuilt_silently(tmp_path, capsys):
+    path = tmp_path / "c.txt"
+    path.write_text("hello world, " * 2000)
+    tok, ids = load_ids(path)
+    cache = tmp_path / "c.txt.ids.pt"
+    raw = bytearray(cache.read_bytes())
+    assert len(raw) > 4096 + 4096
+    raw[4096 : 2 * 4096] = (
+        torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0)).byte().tolist()
+    )
+    cache.write_bytes(raw)  # 4 KiB of garbage where the ids are
+    again_tok, again = load_ids(path)
+    assert again_tok.chars == tok.chars and torch.equal(again, ids)
+    assert torch.equal(load_ids(path)[1], ids)  # and the rebuilt cache reads
+    cache.write_bytes(b"\0" * 4096)  # not even an archive
+    assert torch.equal(load_ids(path)[1], ids)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_cache_that_cannot_be_written_is_said_once_and_the_corpus_still_loads(
+    tmp_path, monkeypatch, capsys
+):
+    path = tmp_path / "c.txt"
+    path.write_text("hello world")
+
+    def refuse(target, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(data_module, "write_atomic", refuse)
+    for _ in range(2):
+        tok, ids = load_ids(path)
+        assert tok.decode(ids.tolist()) == "hello world"
+    assert not (tmp_path / "c.txt.ids.pt").exists()
+    err = capsys.readouterr().err.splitlines()
+    assert (
+        err
+        == [
+            f"note: cannot write the id cache {tmp_path / 'c.txt.ids.pt'} (Permission denied); the corpus is "
+            "encoded again each time"
+        ]
+        * 2
+    )
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="running as root, where permissions do not stop writing")
+def test_a_corpus_in_a_read_only_directory_loads(tmp_path, capsys):
+    path = tmp_path / "c.txt"
+    path.write_text("hello world")
+    tmp_path.chmod(0o555)
+    try:
+        tok, ids = load_ids(path)
+    finally:
+        tmp_path.chmod(0o755)
+    assert tok.decode(ids.tolist()) == "hello world"
+    assert "cannot write the id cache" in capsys.readouterr().err
+
+
+def test_a_corpus_that_is_not_a_regular_file_is_called_so():
+    with pytest.raises(
+        UserError, match=r"corpus /dev/null is not a regular file \(a device, a pipe or a socket\)"
+    ):
+        load_corpus(section(Path("/dev/null")), block_size=8)

@@ -1,17 +1,20 @@
 """A corpus on disk -> character ids -> random training windows.
 
 The text is encoded once and the ids are cached beside the corpus
-(`<corpus>.ids.pt`, memory-mapped on later runs). The first (1 - val_fraction)
+(`<corpus>.ids.pt`, memory-mapped on later runs, with a digest of its contents:
+a cache that does not match it is rebuilt). The first (1 - val_fraction)
 of the ids trains, the rest validates. A batch is B random windows of T+1
 characters: x is the first T, y the same shifted by one.
 """
 
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from tinygpt.checkpoint import digest
 from tinygpt.config import DataSection
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
@@ -19,7 +22,7 @@ from tinygpt.shakespeare import build_corpus
 from tinygpt.tokenizer import CharTokenizer
 
 BUILTIN_CORPORA = {"shakespeare": "shakespeare.txt"}
-CACHE_VERSION = 2  # 2: line endings made \n and a byte-order mark dropped before encoding
+CACHE_VERSION = 3  # 2: line endings made \n and a byte-order mark dropped; 3: a digest of the contents
 
 
 def resolve_corpus(data: DataSection) -> Path:
@@ -32,8 +35,13 @@ def resolve_corpus(data: DataSection) -> Path:
             f"corpus file {path} does not exist; set data.corpus to a UTF-8 text file "
             f"or to one of: {', '.join(BUILTIN_CORPORA)}"
         )
-    if not path.is_file():
+    if path.is_dir():
         raise UserError(f"corpus {path} is a directory, not a file; set data.corpus to a text file")
+    if not path.is_file():
+        raise UserError(
+            f"corpus {path} is not a regular file (a device, a pipe or a socket); "
+            "set data.corpus to a text file"
+        )
     return path
 
 
@@ -66,17 +74,13 @@ def encode_corpus(text: str) -> tuple[CharTokenizer, torch.Tensor]:
 
 
 def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
-    """Tokenizer and ids for a corpus file, from the cache when it matches the file."""
+    """Tokenizer and ids for a corpus file, from the cache when it matches the file and is intact."""
     cache = path.with_name(path.name + ".ids.pt")
     stat = path.stat()
     stamp = [stat.st_size, stat.st_mtime_ns, CACHE_VERSION]
-    if cache.is_file():
-        try:
-            cached = torch.load(cache, mmap=True, weights_only=True)
-            if cached.get("stamp") == stamp:
-                return CharTokenizer(cached["chars"]), cached["ids"]
-        except Exception:  # a stale or damaged cache is rebuilt below
-            pass
+    cached = _read_cache(cache, stamp)
+    if cached is not None:
+        return cached
     text = read_text(path)
     if not text:
         raise UserError(f"corpus file {path} is empty; give it some text to learn from")
@@ -85,14 +89,29 @@ def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
     return tokenizer, ids
 
 
+def _read_cache(cache: Path, stamp: list[int]) -> tuple[CharTokenizer, torch.Tensor] | None:
+    """The cached tokenizer and ids, or None when the cache is missing, stale or damaged (its digest)."""
+    try:
+        cached = torch.load(cache, mmap=True, weights_only=True)
+        if cached["stamp"] == stamp and cached["digest"] == digest(cached):
+            return CharTokenizer(cached["chars"]), cached["ids"]
+    except Exception:  # missing, stale or damaged in any way: rebuilt by the caller
+        pass
+    return None
+
+
 def _write_cache(cache: Path, payload: dict) -> None:
-    """Best effort: a corpus in a read-only place is simply encoded again next time."""
+    """Best effort: a corpus in a place that cannot be written is encoded again each time, said once a run."""
     data = io.BytesIO()
-    torch.save(payload, data)
+    torch.save({**payload, "digest": digest(payload)}, data)
     try:
         write_atomic(cache, data.getbuffer())
-    except OSError:
-        pass
+    except OSError as e:
+        print(
+            f"note: cannot write the id cache {cache} ({e.strerror or e}); the corpus is encoded "
+            "again each time",
+            file=sys.stderr,
+        )
 
 
 @dataclass
