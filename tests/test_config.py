@@ -4,10 +4,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tinygpt.config import MAX_CONFIG_BYTES, RunConfig, from_dict, load_config, reference
+from tinygpt.config import (
+    MAX_CONFIG_BYTES,
+    SHIPPED_CONFIGS,
+    RunConfig,
+    config_path,
+    from_dict,
+    load_config,
+    reference,
+    shipped_configs,
+)
 from tinygpt.errors import UserError
 
-CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted(ROOT.joinpath("src", "tinygpt", "configs").glob("*.yaml"))
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -165,7 +175,7 @@ def test_an_empty_config_is_refused_instead_of_training_every_default(tmp_path, 
         load_config(path)
     assert str(caught.value) == (
         f"config file {path} is empty: a config must at least say what it trains "
-        "(its model, data and train sections); start from a copy of configs/cpu.yaml"
+        f"(its model, data and train sections); start from a copy of {SHIPPED_CONFIGS / 'cpu.yaml'}"
     )
 
 
@@ -184,6 +194,38 @@ def test_a_config_larger_than_the_cap_is_refused(tmp_path):
         load_config(path)
     just_under = write(tmp_path, "model: {n_layer: 2}\n# " + "x" * (MAX_CONFIG_BYTES - 40) + "\n")
     assert load_config(just_under).model.n_layer == 2
+
+
+def test_the_shipped_configs_are_in_the_package_and_answer_to_their_names_from_any_directory(
+    tmp_path, monkeypatch
+):
+    assert SHIPPED_CONFIGS == ROOT / "src" / "tinygpt" / "configs"
+    assert shipped_configs() == ["cpu", "cpu_quick", "shakespeare_char", "tiny"]
+    monkeypatch.chdir(tmp_path)  # outside the checkout: no configs/ here
+    for given in ["cpu", "cpu.yaml", "configs/cpu.yaml", "./configs/cpu.yaml"]:
+        assert config_path(given) == SHIPPED_CONFIGS / "cpu.yaml"
+        config = load_config(given)
+        assert config.model.n_layer == 4 and config.out_dir == "checkpoints/cpu"
+    for given in ["other/cpu.yaml", "cpu.yml", "nowhere"]:
+        assert config_path(given) == Path(given)  # not a shipped config's name: stays as given
+
+
+def test_a_file_that_exists_wins_over_a_shipped_config_of_the_same_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "cpu.yaml").write_text("model: {n_layer: 1}\n")
+    (tmp_path / "tiny").write_text("model: {n_layer: 3}\n")
+    assert load_config("configs/cpu.yaml").model.n_layer == 1
+    assert load_config("tiny").model.n_layer == 3
+
+
+def test_a_missing_config_lists_the_shipped_names(tmp_path):
+    with pytest.raises(UserError) as caught:
+        load_config(tmp_path / "nowhere.yaml")
+    assert str(caught.value) == (
+        f"config file {tmp_path / 'nowhere.yaml'} does not exist; pass a YAML file or the name of a "
+        "shipped config (cpu, cpu_quick, shakespeare_char, tiny), e.g. --config cpu"
+    )
 
 
 def test_resolved_config_round_trips_through_yaml(tmp_path):

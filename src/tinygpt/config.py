@@ -27,6 +27,7 @@ from tinygpt.errors import UserError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # the one list: train.device, sample --device, bench
 MAX_CONFIG_BYTES = 1_000_000  # a config is a few hundred bytes; anything this large is the wrong file
+SHIPPED_CONFIGS = Path(__file__).with_name("configs")  # package data: installed with tinygpt
 
 
 def setting(
@@ -116,12 +117,12 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> RunConfig:
 
     A mistake in the file names the file; one in an override names the `--set` it came from.
     """
-    path = Path(path)
+    path = config_path(path)
     raw = _parse_yaml(_read_text(path), path)
     if raw is None or raw == {}:
         raise UserError(
             f"config file {path} is empty: a config must at least say what it trains "
-            "(its model, data and train sections); start from a copy of configs/cpu.yaml"
+            f"(its model, data and train sections); start from a copy of {SHIPPED_CONFIGS / 'cpu.yaml'}"
         )
     for override in overrides:
         _apply_override(raw, override)
@@ -130,6 +131,28 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> RunConfig:
     if not config.out_dir:
         config.out_dir = str(Path("checkpoints") / path.stem)
     return config
+
+
+def shipped_configs() -> list[str]:
+    """The names of the configs that come with tinygpt: cpu, cpu_quick, …"""
+    return sorted(p.stem for p in SHIPPED_CONFIGS.glob("*.yaml"))
+
+
+def config_path(given: str | Path) -> Path:
+    """The file a --config names: the path itself if it exists, else a shipped config.
+
+    A shipped config answers to its name (`cpu`), its file name (`cpu.yaml`) and
+    `configs/cpu.yaml`, the path the README uses, from any directory.
+    """
+    path = Path(given)
+    if path.exists():
+        return path
+    bare = len(path.parts) == 1 and path.suffix in ("", ".yaml")
+    in_configs = path.parent == Path("configs") and path.suffix == ".yaml"
+    name = path.name.removesuffix(".yaml")
+    if (bare or in_configs) and name in shipped_configs():
+        return SHIPPED_CONFIGS / f"{name}.yaml"
+    return path
 
 
 def from_dict(raw: Any, source: str = "config", together_source: str | None = None) -> RunConfig:
@@ -204,7 +227,8 @@ def _read_text(path: Path) -> str:
             data = f.read(MAX_CONFIG_BYTES + 1)  # a file that grew since fstat is still cut off
     except FileNotFoundError:
         raise UserError(
-            f"config file {path} does not exist; pass a file from configs/, e.g. --config configs/cpu.yaml"
+            f"config file {path} does not exist; pass a YAML file or the name of a shipped config "
+            f"({', '.join(shipped_configs())}), e.g. --config cpu"
         ) from None
     except IsADirectoryError:
         raise UserError(_is_a_directory(path)) from None
