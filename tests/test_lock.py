@@ -64,3 +64,23 @@ def test_training_refuses_a_directory_in_use_and_unlocks_on_every_exit(tiny_conf
     with pytest.raises(UserError, match="already holds a run"):
         train(tiny_config, progress=False)
     assert not (run / "lock").exists()  # a refused one
+
+
+@pytest.mark.slow
+def test_deleting_the_lock_file_of_a_live_run_does_not_let_a_second_one_in(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        (tmp_path / "lock").unlink()  # "a stale lock", cleared by hand
+        with pytest.raises(UserError, match="in use by another training run .*lock file was deleted"):
+            RunLock(tmp_path).acquire()
+        assert not (tmp_path / "lock").exists()  # the refused one wrote nothing
+        (tmp_path / "lock").write_text("{}")  # or replaced by another file
+        with pytest.raises(UserError, match="in use by another training run"):
+            RunLock(tmp_path).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    with RunLock(tmp_path):  # the holder gone, the directory is free
+        assert json.loads((tmp_path / "lock").read_text())["pid"] == os.getpid()
+    assert list(tmp_path.iterdir()) == []
