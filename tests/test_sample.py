@@ -125,6 +125,15 @@ def test_a_temperature_below_float32_samples_as_greedy_with_or_without_filters_a
         ({"seed": 2**64}, "--seed 18446744073709551616 is not allowed"),
         ({"seed": 10**30}, "--seed 1000000000000000000000000000000 is not allowed"),
     ],
+    ids=[
+        "temperature-nan",
+        "temperature-inf",
+        "temperature-minus-inf",
+        "seed-minus-1",
+        "seed-2-32",
+        "seed-2-64",
+        "seed-huge",
+    ],
 )
 def test_temperatures_and_seeds_sampling_cannot_use_are_refused_before_loading(tmp_path, option, message):
     with pytest.raises(UserError, match=re.escape(message)):
