@@ -162,6 +162,39 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
     assert left == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl"]  # no lock, no temporary file
 
 
+def test_sighup_when_the_terminal_closes_stops_like_sigterm(tiny_config, monkeypatch):
+    signal_during_step(monkeypatch, 7, signal.SIGHUP)
+    with pytest.raises(Interrupted, match="stopped by SIGHUP at step 7") as e:
+        train(tiny_config, progress=False)
+    assert e.value.exit_code == 129
+    assert read_checkpoint(f"{tiny_config.out_dir}/last.pt")["record"]["step"] == 7
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+def test_a_stop_during_an_evaluation_abandons_it_within_a_batch(tiny_config, monkeypatch):
+    """SIGTERM in the evaluation at step 20 (of 50 batches a split): it ends there, and logs nothing of it."""
+    tiny_config.train.eval_iters = 50
+    forward, evaluated = training_setup.GPT.forward, []
+
+    def counting_forward(model, *args, **kwargs):
+        if not model.training:  # an evaluation batch
+            evaluated.append(1)
+            if len(evaluated) == 100 + 3:  # the step-20 evaluation's third batch (step 0's took 2 × 50)
+                signal.raise_signal(signal.SIGTERM)
+        return forward(model, *args, **kwargs)
+
+    monkeypatch.setattr(training_setup.GPT, "forward", counting_forward)
+    with pytest.raises(Interrupted, match="stopped by SIGTERM at step 20"):
+        train(tiny_config, progress=False)
+    assert len(evaluated) == 100 + 3  # step 0's evaluation, then three batches of step 20's
+    run = tiny_config.out_dir
+    assert [m["step"] for m in read_metrics(f"{run}/metrics.jsonl")] == [0]
+    assert read_checkpoint(f"{run}/last.pt")["record"]["step"] == 20  # resumable from where it stopped
+    monkeypatch.undo()
+    train(tiny_config, resume=True, progress=False)
+    assert [m["step"] for m in read_metrics(f"{run}/metrics.jsonl")] == [0, 20, 40, 60]  # 20's done then
+
+
 def test_a_signal_before_training_starts_stops_at_once(tiny_config, monkeypatch):
     real = training_setup.load_corpus
 

@@ -5,6 +5,7 @@ import torch
 import yaml
 from conftest import tiny_raw
 
+import tinygpt.training.loop as training_loop  # where checkpoints are saved
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.checkpoint import read_checkpoint
@@ -160,3 +161,32 @@ def test_out_of_memory_is_told_from_other_runtime_errors():
     assert out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"))
     assert out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 8.00 GB)"))
     assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+def test_resume_repairs_a_best_pt_that_a_failed_save_left_behind_the_record(
+    corpus_file, tmp_path, monkeypatch
+):
+    """The best.pt save after step 20's last.pt fails (a full disk, say): --resume writes it from last.pt."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=40)
+    run = tmp_path / "run"
+    real_save = training_loop.save_checkpoint
+
+    def disk_full_for_best(payload, path):
+        if path.name == "best.pt" and payload["record"]["step"] == 20:
+            raise UserError(f"cannot save checkpoint {path}: No space left on device")
+        real_save(payload, path)
+
+    monkeypatch.setattr(training_loop, "save_checkpoint", disk_full_for_best)
+    with pytest.raises(UserError, match="No space left"):
+        train(from_dict(raw), progress=False)
+    last = read_checkpoint(run / "last.pt")
+    assert last["record"]["step"] == last["record"]["best_step"] == 20
+    assert read_checkpoint(run / "best.pt")["record"]["step"] == 0  # behind the record
+    monkeypatch.setattr(training_loop, "save_checkpoint", real_save)
+
+    raw["train"]["max_iters"] = 20  # resume and end at once: only the repair runs
+    record = train(from_dict(raw), resume=True, progress=False)  # the disk has room again
+    best = read_checkpoint(run / "best.pt")
+    assert best["record"]["step"] == record["best_step"] == 20
+    assert all(torch.equal(best["model"][k], last["model"][k]) for k in last["model"])
+    assert "optimizer" not in best

@@ -1,4 +1,4 @@
-"""Stopping training cleanly on Ctrl-C (SIGINT) or SIGTERM.
+"""Stopping training cleanly on Ctrl-C (SIGINT), SIGTERM, or SIGHUP (the terminal was closed).
 
 While the training loop runs, the first signal only asks it to stop: the loop
 finishes the step it is in, writes last.pt and raises `Interrupted`, and the
@@ -15,7 +15,7 @@ import signal
 import threading
 from types import FrameType
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else []))
 
 
 class Interrupted(KeyboardInterrupt):

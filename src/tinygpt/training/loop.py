@@ -10,6 +10,7 @@ loop does at an evaluation, at a save, at a stop and on divergence.
 import dataclasses
 import math
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from tinygpt.checkpoint import build_payload, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
+from tinygpt.metrics import read_metrics
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
@@ -97,6 +99,8 @@ def _train(
         if ranks.is_main:
             run.rewind_metrics(state.step)
     start_step = state.step
+    # a run stopped during an evaluation saved last.pt without it: the resumed run evaluates that step first
+    evaluated_at_start = saved is not None and any(e["step"] == start_step for e in read_metrics(run.metrics))
     if start_step > t.max_iters:
         raise UserError(
             f"--resume: {run.last} is at step {start_step}, past train.max_iters = {t.max_iters}; "
@@ -104,7 +108,9 @@ def _train(
         )
     if ranks.is_main:
         _print_summary(setup, run, start_step)
-    training = Training(setup, run, state, resumed=saved is not None)
+    training = Training(setup, run, state, stop, resumed=saved is not None)
+    if saved is not None and ranks.is_main:
+        training.repair_best()
 
     # ---------------------------------------------------------------- loop
     bar = tqdm(
@@ -120,8 +126,8 @@ def _train(
         stop.arm()
         while True:
             last_step = step == t.max_iters
-            resumed_here = saved is not None and step == start_step  # evaluated before last.pt was saved
-            if (step % t.eval_interval == 0 or last_step) and not resumed_here:
+            done_before = evaluated_at_start and step == start_step  # by the run that saved last.pt
+            if (step % t.eval_interval == 0 or last_step) and not done_before:
                 training.evaluate(step, bar)
             if last_step:
                 break
@@ -148,9 +154,10 @@ def _train(
 class Training:
     """A run in progress: its set-up, where it stands, and what the loop does besides stepping."""
 
-    def __init__(self, setup: Setup, run: RunDirectory, progress: Progress, resumed: bool):
+    def __init__(self, setup: Setup, run: RunDirectory, progress: Progress, stop: StopRequest, resumed: bool):
         self.setup = setup
         self.run = run
+        self.stop_request = stop
         self.progress = progress
         self.start_step = progress.step
         self.last_saved = progress.step if resumed else None  # the step last.pt holds
@@ -168,7 +175,12 @@ class Training:
         """Estimate both losses, log them, and save last.pt (and best.pt on a new best)."""
         s, p, t = self.setup, self.progress, self.setup.config.train
         self.check_losses(step)
-        losses = estimate_loss(s.model, s.splits, t.eval_iters, t.seed + 1, s.precision.autocast, s.ranks)
+        asked = lambda: self.stop_request.requested  # noqa: E731
+        losses = estimate_loss(
+            s.model, s.splits, t.eval_iters, t.seed + 1, s.precision.autocast, s.ranks, asked
+        )
+        if losses is None:  # a stop came during the evaluation: abandoned, nothing of it written
+            self.stop(step, self.stop_request.signum)
         if not all(math.isfinite(v) for v in losses.values()):
             self.diverged(f"the evaluation at step {step} gave losses {losses}")
         p.step, p.train_loss, p.val_loss = step, losses["train"], losses["val"]
@@ -193,6 +205,23 @@ class Training:
             self.save(self.run.last, with_state=True)
         if improved:  # step 0 too: a run whose later evaluations never beat it still has a best.pt
             self.save(self.run.best, with_state=False)
+
+    def repair_best(self) -> None:
+        """Rewrite best.pt from last.pt when last.pt holds the best weights it records and best.pt does not.
+
+        last.pt is saved before best.pt, so a run killed between the two (or whose best.pt
+        save failed on a full disk) leaves last.pt holding the best weights, and best.pt
+        behind: this puts the two back in agreement.
+        """
+        p = self.progress
+        if p.best_step != p.step or _record_step(self.run.best) == p.step:
+            return
+        print(
+            f"note: {self.run.best} did not hold step {p.step}, the best evaluation {self.run.last} records; "
+            f"rewritten from {self.run.last}",
+            file=sys.stderr,
+        )
+        self.save(self.run.best, with_state=False)
 
     def stop(self, step: int, signum: int) -> NoReturn:
         """Save the step just finished (unless last.pt holds it) and raise Interrupted."""
@@ -254,6 +283,14 @@ class Training:
             "world_size": s.ranks.world_size,
             "global_batch": global_batch(s.config.train, s.ranks),
         }
+
+
+def _record_step(path: Path) -> int | None:
+    """The step a checkpoint's record holds, or None if it is missing or does not read."""
+    try:
+        return read_checkpoint(path)["record"]["step"]
+    except (UserError, KeyError, TypeError):
+        return None
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:

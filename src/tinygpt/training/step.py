@@ -1,6 +1,7 @@
 """One optimizer step, its learning rate, its optimizer, and the loss estimate at evaluations."""
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch.torch_version import TorchVersion
@@ -81,11 +82,14 @@ def estimate_loss(
     seed: int,
     autocast,
     ranks: Ranks = ONE_PROCESS,
-) -> dict:
+    abandon: Callable[[], bool] = lambda: False,
+) -> dict | None:
     """Mean loss over `iters` batches per split, the same batches at every evaluation.
 
     With several ranks, rank r evaluates batches r, r + world_size, …, and the
-    sums are added up across ranks: the same mean as one process, sooner.
+    sums are added up across ranks: the same mean as one process, sooner. One
+    process gives up between batches once `abandon()` is true (a stop was asked
+    for) and returns None.
     """
     model.eval()
     losses = {}
@@ -96,6 +100,9 @@ def estimate_loss(
             x, y = batches.sample(generator)  # every rank draws every batch, to stay in step
             if i % ranks.world_size != ranks.rank:
                 continue
+            if not ranks.distributed and abandon():
+                model.train()
+                return None
             with autocast:
                 _, loss = model(x, y)
             total += loss.float()
