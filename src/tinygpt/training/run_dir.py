@@ -20,12 +20,40 @@ from tinygpt.files import write_atomic
 from tinygpt.metrics import append_metrics, rewind_metrics
 from tinygpt.training.lock import RunLock
 
+NAME_MAX = 255  # bytes in one file name, on the file systems tinygpt runs on
+
+
+def checked_path(out_dir: str | Path) -> Path:
+    """out_dir as a path (`~` expanded, as for data.corpus), or a UserError for one no file system takes."""
+    text = str(out_dir)
+    if "\x00" in text:
+        raise UserError(
+            f"out_dir {text!r} holds a NUL character, which no file name can; choose another out_dir"
+        )
+    try:
+        parts = [part.encode() for part in Path(text).parts]
+    except UnicodeEncodeError:
+        raise UserError(
+            f"out_dir {text!r} is not valid text (a lone surrogate); choose another out_dir"
+        ) from None
+    if any(len(part) > NAME_MAX for part in parts):
+        raise UserError(
+            f"out_dir {text[:60]!r}… has a name longer than {NAME_MAX} bytes, which file systems refuse; "
+            "choose a shorter out_dir"
+        )
+    path = Path(text).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"out_dir {path} is a symbolic link to nothing (or a loop of links); remove it or choose another"
+        )
+    return path
+
 
 class RunDirectory:
     """The files of one run. A context manager: the lock taken by `prepare` is released on leaving."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
+        self.path = checked_path(path)
         self.last = self.path / "last.pt"
         self.best = self.path / "best.pt"
         self.metrics = self.path / "metrics.jsonl"

@@ -1,0 +1,47 @@
+"""out_dir values that no file system takes, or that point nowhere: one clear error each, nothing written."""
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import tiny_raw
+
+from tinygpt.config import from_dict
+from tinygpt.errors import UserError
+from tinygpt.training.loop import train
+from tinygpt.training.run_dir import checked_path
+
+
+@pytest.mark.parametrize(
+    "out_dir, message",
+    [
+        ("runs/a\x00b", "holds a NUL character"),
+        ("runs/\udcff", "not valid text"),
+        ("runs/" + "x" * 256, "longer than 255 bytes"),
+    ],
+    ids=["nul", "lone-surrogate", "name-too-long"],
+)
+def test_an_out_dir_no_file_system_takes_is_refused_before_anything_is_written(
+    corpus_file, tmp_path, monkeypatch, out_dir, message
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=message):
+        train(
+            from_dict(tiny_raw(corpus_file, Path("unused"), max_iters=2) | {"out_dir": out_dir}),
+            progress=False,
+        )
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("link_to", ["nowhere", "loop"])
+def test_an_out_dir_that_is_a_link_to_nothing_is_refused(corpus_file, tmp_path, link_to):
+    link = tmp_path / "run"
+    os.symlink(tmp_path / "missing" if link_to == "nowhere" else link, link)
+    with pytest.raises(UserError, match="symbolic link to nothing"):
+        train(from_dict(tiny_raw(corpus_file, link, max_iters=2)), progress=False)
+    assert link.is_symlink() and not (tmp_path / "missing").exists()
+
+
+def test_a_tilde_in_out_dir_is_the_home_directory_as_for_the_corpus(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert checked_path("~/runs/a") == tmp_path / "runs" / "a"
