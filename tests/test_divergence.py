@@ -106,3 +106,10 @@ def test_weights_ruined_by_a_step_with_a_finite_loss_are_never_saved(
         assert_finite_checkpoint(run / "last.pt", 20)
     else:
         assert not (run / "last.pt").exists()
+
+
+def test_a_log_interval_longer_than_the_run_needs_no_buffer_of_its_size(tiny_config):
+    """The NaN watch keeps the losses between checks, and evaluations check too: 2^63 − 1 is fine."""
+    tiny_config.train.log_interval = 2**63 - 1
+    record = train(tiny_config, progress=False)
+    assert record["step"] == tiny_config.train.max_iters

@@ -163,7 +163,8 @@ class Training:
         self.last_saved = progress.step if resumed else None  # the step last.pt holds
         self.started = time.perf_counter() - progress.wall_time_s
         t = setup.config.train
-        self.watch = LossWatch(t.log_interval, setup.ranks.device, last_checked=progress.step)
+        checked_every = min(t.log_interval, t.eval_interval, t.max_iters)  # most steps between checks
+        self.watch = LossWatch(checked_every, setup.ranks.device, last_checked=progress.step)
 
     def stepped(self, step: int, loss: torch.Tensor) -> None:
         """Count the step just taken (`step` is the count so far) and keep its loss for the watch."""
