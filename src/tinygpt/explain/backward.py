@@ -1,0 +1,161 @@
+"""The backward pass, step by step: how the loss at one position reaches one head's query, keys and values.
+
+For the loss L of predicting the character after position i, through layer l, head h
+(n keys j ≤ i, head size d), in float64 so that every number can be checked exactly:
+
+    1. dL/dlogits   = softmax(logits_i) − onehot(next character)
+    2. g = dL/dy_i    the gradient arriving at the head's output (through c_proj and every
+                      later layer: taken from autograd, the one step not written out here)
+    3. dL/dw_j      = g · v_j                       (y_i = Σ_j w_j v_j)
+       dL/dv_j      = w_j · g                       (through this query's row only)
+    4. dL/ds_j      = w_j · (dL/dw_j − Σ_k w_k · dL/dw_k)     (through the softmax)
+    5. dL/d(q·k_j)  = dL/ds_j / √d                  (through the scale)
+    6. dL/dq_i      = Σ_j dL/d(q·k_j) · k_j,   dL/dk_j = dL/d(q·k_j) · q_i
+    7. one plain gradient step of size lr on this head's query, key and value weights, from
+       this loss alone, and the weights query i gives the keys after it
+
+Keys and values are used by every later query too; steps 3 and 6 give their gradient
+through query i's row, which is all of this loss's gradient for q_i, the scores and the
+weights of row i.
+"""
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from tinygpt.explain.glyphs import quoted
+from tinygpt.explain.walkthrough import num, vec
+from tinygpt.model import GPT
+
+
+@dataclass
+class RowBackward:
+    """Every gradient of the walkthrough backwards, for query i of one head (n = i + 1 keys)."""
+
+    target: int  # the character after position i
+    loss: float
+    dlogits: torch.Tensor  # (vocab,)
+    g: torch.Tensor  # (d,) dL/dy_i
+    q: torch.Tensor  # (d,)
+    k: torch.Tensor  # (n, d)
+    v: torch.Tensor  # (n, d)
+    w: torch.Tensor  # (n,) softmax weights of row i
+    dw: torch.Tensor  # (n,)
+    dv: torch.Tensor  # (n, d) through row i
+    ds: torch.Tensor  # (n,) dL/d score
+    ddot: torch.Tensor  # (n,) dL/d(q·k_j)
+    dq: torch.Tensor  # (d,)
+    dk: torch.Tensor  # (n, d) through row i
+
+
+def row_backward(model: GPT, ids: list[int], layer: int, head: int, i: int) -> RowBackward:
+    """The gradients of the loss at position i (predicting ids[i + 1]) for one head, in float64."""
+    exact = copy.deepcopy(model).double().eval()
+    idx = torch.tensor([ids[: i + 1]], device=exact.wte.weight.device)  # later characters do not matter
+    with exact.explicit_attention(record=True) as records:
+        logits, _ = exact(idx)
+    heads = records[layer]["heads"]  # (1, nh, n, d): every head's output
+    heads.retain_grad()
+    target = ids[i + 1]
+    loss = F.cross_entropy(logits[0, i], torch.tensor(target, device=logits.device))
+    loss.backward()
+    rec = records[layer]
+    q, k, v = rec["q"][0, head, i].detach(), rec["k"][0, head].detach(), rec["v"][0, head].detach()
+    w = rec["weights"][0, head, i].detach()  # (n,)
+    g = heads.grad[0, head, i]  # (d,)
+    dw = v @ g  # (n,)
+    ds = w * (dw - (w * dw).sum())
+    ddot = ds / math.sqrt(q.numel())
+    dlogits = torch.softmax(logits[0, i].detach(), dim=-1) - F.one_hot(torch.tensor(target), logits.size(-1))
+    return RowBackward(
+        target,
+        loss.item(),
+        dlogits,
+        g,
+        q,
+        k,
+        v,
+        w,
+        dw,
+        w.unsqueeze(1) * g,
+        ds,
+        ddot,
+        ddot @ k,
+        ddot.unsqueeze(1) * q,
+    )
+
+
+def step_effect(
+    model: GPT, ids: list[int], layer: int, head: int, i: int, lr: float
+) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    """Weights of query i before and after one gradient step of size lr on head h's q, k, v weights
+    (this position's loss alone), and the loss before and after."""
+    exact = copy.deepcopy(model).double().eval()
+    idx = torch.tensor([ids[: i + 1]], device=exact.wte.weight.device)
+    target = torch.tensor(ids[i + 1], device=idx.device)
+    attn = exact.h[layer].attn
+    c, d = exact.config.n_embd, exact.config.head_size
+    rows = torch.cat([torch.arange(part * c + head * d, part * c + (head + 1) * d) for part in range(3)])
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        with exact.explicit_attention(record=True) as records:
+            logits, _ = exact(idx)
+        return records[layer]["weights"][0, head, i], F.cross_entropy(logits[0, i], target)
+
+    before, loss = run()
+    loss.backward()
+    with torch.no_grad():
+        attn.c_attn.weight[rows] -= lr * attn.c_attn.weight.grad[rows]  # this head's rows of W_q, W_k, W_v
+        if attn.c_attn.bias is not None:
+            attn.c_attn.bias[rows] -= lr * attn.c_attn.bias.grad[rows]
+        after, loss_after = run()
+    return before.detach(), after, loss.item(), loss_after.item()
+
+
+def backward_steps(rb: RowBackward, labels: list[str], dims: int | None, vocab: list[str]) -> list[str]:
+    """The lines of the backward walkthrough (steps 1–6) for one row's gradients."""
+    n, d = rb.k.size(0), rb.q.numel()
+    name = [f"{j:>{len(str(n - 1))}} {labels[j]}" for j in range(n)]
+    top = rb.dlogits.abs().topk(min(5, rb.dlogits.numel()))
+    lines = [
+        f"Backwards: the loss of predicting {quoted(vocab[rb.target])} after position {n - 1}: "
+        f"L = −ln p = {num(rb.loss)}",
+        "1. dL/dlogits = softmax − onehot: p − 1 for the target, p for every other character (largest shown)",
+        "   " + "  ".join(f"{quoted(vocab[j])} {rb.dlogits[j].item():+.4f}" for j in top.indices.tolist()),
+        "2. the gradient arriving at this head's output, through c_proj and every later layer:",
+        f"   g = dL/dy = {vec(rb.g, dims)}",
+        "3. through the weighted sum y = Σ_j w_j·v_j: dL/dw_j = g · v_j, and dL/dv_j = w_j · g",
+    ]
+    lines += [
+        f"   {name[j]}  dL/dw = {num(rb.dw[j].item())}   dL/dv = {vec(rb.dv[j], dims)}" for j in range(n)
+    ]
+    mean = (rb.w * rb.dw).sum().item()
+    lines.append(
+        f"4. through the softmax: dL/ds_j = w_j · (dL/dw_j − Σ_k w_k·dL/dw_k), Σ_k w_k·dL/dw_k = {num(mean)}"
+    )
+    for j in range(n):
+        w, dw, ds = (num(x[j].item()) for x in (rb.w, rb.dw, rb.ds))
+        lines.append(f"   {name[j]}  {w} × ({dw} − {num(mean)}) = {ds}")
+    lines.append(f"5. through the scale 1/√{d}: dL/d(q·k_j) = dL/ds_j / {num(math.sqrt(d))}")
+    lines += [f"   {name[j]}  {num(rb.ddot[j].item())}" for j in range(n)]
+    lines.append("6. to the query and the keys: dL/dq = Σ_j dL/d(q·k_j)·k_j, dL/dk_j = dL/d(q·k_j)·q")
+    lines.append(f"   dL/dq = {vec(rb.dq, dims)}")
+    lines += [f"   {name[j]}  dL/dk = {vec(rb.dk[j], dims)}" for j in range(n)]
+    return lines
+
+
+def step_lines(
+    model: GPT, ids: list[int], layer: int, head: int, i: int, lr: float, labels: list[str]
+) -> list[str]:
+    """Step 7: what one gradient step on this head's q, k, v weights does to query i's attention and loss."""
+    before, after, loss, loss_after = step_effect(model, ids, layer, head, i, lr)
+    lines = [f"7. one plain step of size {lr:g} on head {head}'s q, k and v weights, from this loss alone:"]
+    lines += [
+        f"   {j:>{len(str(i))}} {labels[j]}  weight {num(before[j].item())} → {num(after[j].item())}"
+        for j in range(i + 1)
+    ]
+    lines.append(f"   loss {num(loss)} → {num(loss_after)}")
+    return lines

@@ -1,0 +1,71 @@
+"""The backward walkthrough's every gradient against torch.autograd, in float64."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tinygpt import GPT, GPTConfig
+from tinygpt.explain.backward import backward_steps, row_backward, step_effect
+
+
+def model() -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=9, block_size=12, n_layer=2, n_head=2, n_embd=16)).eval()
+
+
+def autograd_of_the_full_model(m: GPT, ids: list[int], layer: int, head: int, i: int) -> dict:
+    """The same loss, differentiated by autograd through the whole float64 model."""
+    exact = GPT(m.config).double().eval()
+    exact.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+    with exact.explicit_attention(record=True) as records:
+        logits, _ = exact(torch.tensor([ids[: i + 1]]))
+    logits.retain_grad()
+    rec = records[layer]
+    for name in ("q", "weights", "heads"):
+        rec[name].retain_grad()
+    F.cross_entropy(logits[0, i], torch.tensor(ids[i + 1])).backward()
+    return {
+        "dlogits": logits.grad[0, i],
+        "g": rec["heads"].grad[0, head, i],
+        "dw": rec["weights"].grad[0, head, i],
+        "dq": rec["q"].grad[0, head, i],
+    }
+
+
+@pytest.mark.parametrize("layer, head, i", [(0, 1, 6), (1, 0, 9), (1, 1, 0)])
+def test_every_gradient_equals_autograds(layer, head, i):
+    m = model()
+    ids = torch.randint(9, (12,), generator=torch.Generator().manual_seed(1)).tolist()
+    rb = row_backward(m, ids, layer, head, i)
+    ref = autograd_of_the_full_model(m, ids, layer, head, i)
+    for name in ("dlogits", "g", "dw", "dq"):
+        assert torch.allclose(getattr(rb, name), ref[name], atol=1e-9, rtol=0), name
+    # the softmax, the scale and the keys and values through row i: autograd on that row alone
+    s = (rb.k @ rb.q / math.sqrt(rb.q.numel())).requires_grad_()
+    (torch.softmax(s, dim=-1) @ rb.v).backward(rb.g)
+    assert torch.allclose(rb.ds, s.grad, atol=1e-9, rtol=0)
+    q, k, v = (t.clone().requires_grad_() for t in (rb.q, rb.k, rb.v))
+    (torch.softmax(k @ q / math.sqrt(q.numel()), dim=-1) @ v).backward(rb.g)
+    assert torch.allclose(rb.dq, q.grad, atol=1e-9, rtol=0)
+    assert torch.allclose(rb.dk, k.grad, atol=1e-9, rtol=0)
+    assert torch.allclose(rb.dv, v.grad, atol=1e-9, rtol=0)
+    assert torch.allclose(rb.ddot * math.sqrt(rb.q.numel()), rb.ds, atol=1e-12)
+
+
+def test_the_printed_walkthrough_shows_the_numbers_computed():
+    m = model()
+    ids = [1, 2, 3, 4, 5]
+    rb = row_backward(m, ids, 1, 0, 3)
+    text = "\n".join(backward_steps(rb, [f"'{c}'" for c in "abcd"], None, list("abcdefghi")))
+    assert f"L = −ln p = {rb.loss:.4f}" in text
+    assert f"{rb.ds[2].item():.4f}" in text and f"{rb.dq[0].item():.4f}" in text
+
+
+def test_a_small_step_down_the_gradient_lowers_the_loss():
+    m = model()
+    ids = [1, 2, 3, 4, 5, 6]
+    before, after, loss, loss_after = step_effect(m, ids, 1, 1, 4, lr=0.05)
+    assert before.shape == after.shape == (5,) and not torch.equal(before, after)
+    assert loss_after < loss
