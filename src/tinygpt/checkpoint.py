@@ -88,7 +88,7 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
     # a plain write reports it as the OSError it is (ENOSPC: "No space left on device")
     torch.save({**payload, "digest": digest(payload)}, data)
     try:
-        write_atomic(path, _sealed(data.getvalue()))
+        write_atomic(path, _sealed(bytearray(data.getbuffer())))
     except OSError as e:
         raise UserError(
             f"cannot save checkpoint {path}: {e.strerror or e}; the previous {path.name}, if any, "
@@ -133,14 +133,16 @@ END_OF_ARCHIVE = b"PK\x05\x06"  # the zip's last record, 22 bytes, its last two 
 SEAL_BROKEN = "its bytes do not match the seal at its end"
 
 
-def _sealed(archive: bytes) -> bytes:
+def _sealed(archive: bytearray) -> bytearray:
     """torch.save's archive with the seal as its comment, so that a change to any byte shows.
 
     The digest covers the contents, but torch.load ignores some of the archive's bytes (padding,
     the copy of each member's checksum, the directory's dates): the seal covers those too.
     """
-    head = archive[:-2] + (len(SEAL) + 64).to_bytes(2, "little") + SEAL
-    return head + hashlib.sha256(head).hexdigest().encode()
+    archive[-2:] = (len(SEAL) + 64).to_bytes(2, "little")  # the comment's length, torch.save's is 0
+    archive += SEAL
+    archive += hashlib.sha256(archive).hexdigest().encode()
+    return archive
 
 
 def _seal_problem(path: Path) -> str | None:
