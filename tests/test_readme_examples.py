@@ -29,7 +29,7 @@ import yaml
 from conftest import make_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP = re.compile(r"<!-- not run by the tests: (.+) -->")
+SKIP = re.compile(r"^<!-- not run by the tests: (.+) -->$", re.MULTILINE)  # a line of its own
 FENCE = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 PROMPTS = "ROMEO:\nTo be, or not to be\n"  # the README's prompts, in the vocabulary
 TINY = {
