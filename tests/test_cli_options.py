@@ -77,3 +77,13 @@ def test_version_comes_from_the_package_metadata(capsys):
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"tinygpt {importlib.metadata.version('tinygpt')}\n"
+
+
+@pytest.mark.parametrize("command", ["train", "bench"])
+def test_config_help_names_the_shipped_configs(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert (
+        "a YAML config file, or a shipped config by name: cpu, cpu_quick, shakespeare_char, tiny" in help_text
+    )

@@ -20,6 +20,7 @@ COMMANDS = [
     ("inspect_checkpoint.py", "inspect"),
     ("explain.py", "explain"),
     ("export.py", "export"),
+    ("evaluate.py", "evaluate"),
     ("bench.py", "bench"),
 ]
 

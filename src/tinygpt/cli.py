@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tinygpt.config import DEVICES
+from tinygpt.config import DEVICES, shipped_configs
 from tinygpt.errors import UserError
 
 
@@ -203,6 +203,10 @@ def _add_prompt(p: argparse.ArgumentParser, help: str, default: str | None) -> N
     )
 
 
+def _config_help() -> str:
+    return f"a YAML config file, or a shipped config by name: {', '.join(shipped_configs())}"
+
+
 def _add_train(commands) -> None:
     p = commands.add_parser(
         "train",
@@ -214,7 +218,7 @@ def _add_train(commands) -> None:
         "(the last: 4 processes with DDP, one per GPU; the README shows several machines)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", required=True, help="YAML config file, e.g. configs/cpu.yaml")
+    p.add_argument("--config", required=True, help=_config_help())
     p.add_argument(
         "--set",
         action="append",
@@ -336,7 +340,7 @@ def _add_bench(commands) -> None:
         help="measure training and generation speed, memory and MFU for a config",
         epilog="example: tinygpt bench --config configs/cpu.yaml --json",
     )
-    p.add_argument("--config", required=True, help="YAML config file, e.g. configs/cpu.yaml")
+    p.add_argument("--config", required=True, help=_config_help())
     p.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value"
     )
