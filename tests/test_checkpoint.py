@@ -177,7 +177,7 @@ def test_a_checkpoint_without_digest_or_seal_still_loads_and_the_digest_is_check
         read_checkpoint(tmp_path / "edited.pt")
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_non_finite_weights_are_refused_by_name(tmp_path, value):
     torch.manual_seed(0)
     model = GPT(CONFIG)
@@ -230,7 +230,7 @@ ODD_CONTENTS = {
 }
 
 
-@pytest.mark.parametrize("changes, message", ODD_CONTENTS.values(), ids=ODD_CONTENTS.keys())
+@pytest.mark.parametrize("changes, message", ODD_CONTENTS.values(), ids=list(ODD_CONTENTS))
 def test_odd_contents_the_safe_loader_accepts_are_refused_naming_the_file(tmp_path, changes, message):
     path = tmp_path / "odd.pt"
     small_checkpoint(path, **changes)
@@ -249,7 +249,7 @@ def test_missing_and_unknown_entries_are_refused(tmp_path):
         read_checkpoint(tmp_path / "extra.pt")
 
 
-@pytest.mark.parametrize("protocol", [0, 4])
+@pytest.mark.parametrize("protocol", [0, 4], ids=["protocol-0", "protocol-4"])
 def test_a_pickle_that_runs_code_in_any_protocol_is_called_so(tmp_path, protocol):
     marker = tmp_path / "pwned"
     evil = RunsCode()

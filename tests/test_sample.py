@@ -103,7 +103,7 @@ def test_without_a_checkpoint_the_newest_best_pt_is_used_and_named(tmp_path, che
     assert chosen_checkpoint(older) == older and capsys.readouterr().err == ""  # a given one: nothing said
 
 
-@pytest.mark.parametrize("temperature", [1e-40, 1e-300])
+@pytest.mark.parametrize("temperature", [1e-40, 1e-300], ids=["1e-40", "1e-300"])
 def test_a_temperature_below_float32_samples_as_greedy_with_or_without_filters_and_cache(
     checkpoint, temperature
 ):
