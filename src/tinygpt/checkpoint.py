@@ -231,19 +231,26 @@ def _refused(path: Path, error: pickle.UnpicklingError, advice: str | None) -> s
 
 
 def _global_names(pickled: bytes) -> list[str]:
-    """Every "module.name" a pickle would import, read opcode by opcode."""
-    names, strings, memo = [], [], {}
+    """Every "module.name" a pickle would import, read opcode by opcode (STACK_GLOBAL's from the memo too)."""
+    names, strings, memo, last = [], [], {}, None
     for op, arg, _ in pickletools.genops(pickled):
+        pushed = None
         if op.name in ("GLOBAL", "INST"):
             names.append(arg.replace(" ", "."))
         elif op.name == "STACK_GLOBAL":
             names.append(".".join(strings[-2:]))
+        elif op.name == "MEMOIZE":
+            memo[len(memo)] = last
+        elif op.name.endswith("PUT"):
+            memo[arg] = last
+        elif op.name.endswith("GET"):
+            pushed = memo.get(arg)
         elif isinstance(arg, str):
-            strings.append(arg)
-        if op.name == "MEMOIZE" and strings:
-            memo[len(memo)] = strings[-1]
-        elif op.name in ("BINGET", "LONG_BINGET", "GET") and arg in memo:
-            strings.append(memo[arg])
+            pushed = arg
+        if pushed is not None:
+            strings.append(pushed)
+        if op.name != "MEMOIZE" and not op.name.endswith("PUT"):  # a memo write leaves the stack as it was
+            last = pushed
     return names
 
 
