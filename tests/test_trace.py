@@ -3,8 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt import GPT, GPTConfig, UserError
-from tinygpt.explain.trace import chosen, encode_prompt, trace_prompt
-from tinygpt.tokenizer import CharTokenizer
+from tinygpt.explain.trace import chosen, trace_prompt
+from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
 
 def spread_model(seed: int = 0, **shape) -> GPT:
@@ -52,11 +52,11 @@ def test_trace_works_without_biases():
 
 def test_prompt_and_index_checks(capsys):
     tokenizer = CharTokenizer("\nab")
-    assert encode_prompt(tokenizer, "", 4) == [0]  # empty prompt: a newline, as in sampling
-    assert encode_prompt(tokenizer, "abab", 4) == [1, 2, 1, 2]
+    assert prompt_ids(tokenizer, "", 4) == [0]  # empty prompt: a newline, as in sampling
+    assert prompt_ids(tokenizer, "abab", 4) == [1, 2, 1, 2]
     assert capsys.readouterr().err == ""  # a prompt that fits says nothing
     with pytest.raises(UserError, match="'z'"):
-        encode_prompt(tokenizer, "az", 4)
+        prompt_ids(tokenizer, "az", 4)
     assert chosen(None, 3, "head") == [0, 1, 2]
     assert chosen(2, 3, "head") == [2]
     with pytest.raises(UserError, match=r"head 3 does not exist: this model has 3 heads \(0 … 2\)"):
@@ -65,7 +65,7 @@ def test_prompt_and_index_checks(capsys):
 
 def test_a_prompt_longer_than_the_context_is_cropped_to_its_end_and_says_so(capsys):
     tokenizer = CharTokenizer("\nab")
-    assert encode_prompt(tokenizer, "aabab\nb", 4) == [1, 2, 0, 2]  # "ab\nb": the last 4
+    assert prompt_ids(tokenizer, "aabab\nb", 4) == [1, 2, 0, 2]  # "ab\nb": the last 4
     assert capsys.readouterr().err == (
         "note: the prompt has 7 characters, more than this model's block_size of 4; "
         "using its last 4 (positions count from there)\n"
@@ -75,16 +75,16 @@ def test_a_prompt_longer_than_the_context_is_cropped_to_its_end_and_says_so(caps
 def test_a_backslash_n_typed_in_a_prompt_gets_a_hint_on_how_to_pass_a_newline():
     tokenizer = CharTokenizer("\n:ABCDEIJLMNORTUn")
     with pytest.raises(UserError) as caught:
-        encode_prompt(tokenizer, r"ROMEO:\nJULIET:", 64)  # what --prompt "ROMEO:\nJULIET:" gives
+        prompt_ids(tokenizer, r"ROMEO:\nJULIET:", 64)  # what --prompt "ROMEO:\nJULIET:" gives
     assert str(caught.value) == (
         r"1 character(s) not in the model's vocabulary: '\\'; use only characters that occur in the "
         r"training corpus; a \n typed in a prompt is a backslash and an n, not a newline: in bash write "
         r"--prompt $'ROMEO:\nJULIET:', or put the text in a file and pass --prompt-file FILE"
     )
     with pytest.raises(UserError) as caught:  # a backslash, but no \n: no hint
-        encode_prompt(tokenizer, "ROMEO:\\", 64)
+        prompt_ids(tokenizer, "ROMEO:\\", 64)
     assert "--prompt-file" not in str(caught.value)
-    assert encode_prompt(CharTokenizer("\\n"), r"\n", 4) == [0, 1]  # a backslash the model knows is fine
+    assert prompt_ids(CharTokenizer("\\n"), r"\n", 4) == [0, 1]  # a backslash the model knows is fine
 
 
 def test_head_contributions_split_c_proj_by_head():

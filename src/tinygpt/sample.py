@@ -71,7 +71,7 @@ def sample(
     path = chosen_checkpoint(checkpoint)
     dev = pick_device(device)
     model, tokenizer, _ = load_checkpoint(path, device=dev)
-    context = prompt_ids(tokenizer, prompt)
+    context = prompt_ids(tokenizer, prompt, model.config.block_size)
     generator = torch.Generator(device=dev).manual_seed(seed)
     texts = []
     for i in range(num_samples):

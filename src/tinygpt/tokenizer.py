@@ -1,5 +1,7 @@
 """Characters to ids and back, and the ids a prompt starts from."""
 
+import sys
+
 from tinygpt.errors import UserError
 
 
@@ -46,13 +48,37 @@ class CharTokenizer:
 EMPTY_PROMPT_START = "\n"  # what an empty prompt starts from: the character that ends every line
 
 
-def prompt_ids(tokenizer: CharTokenizer, prompt: str) -> list[int]:
-    """The prompt's ids. An empty prompt starts from a newline, as if at the start of a line."""
-    if prompt:
-        return tokenizer.encode(prompt)
-    if EMPTY_PROMPT_START not in tokenizer.ids:
-        raise UserError(
-            "the prompt is empty and this model's vocabulary has no newline to start "
-            "from; give a prompt with --prompt"
+NEWLINE_HINT = (
+    "a \\n typed in a prompt is a backslash and an n, not a newline: in bash write "
+    "--prompt $'ROMEO:\\nJULIET:', or put the text in a file and pass --prompt-file FILE"
+)
+
+
+def prompt_ids(tokenizer: CharTokenizer, prompt: str, block_size: int | None = None) -> list[int]:
+    """The prompt's ids, as every command reads a prompt.
+
+    An empty prompt starts from a newline, as if at the start of a line. With block_size,
+    a longer prompt is cropped to its last block_size characters (the model reads no more,
+    as generation crops its context), and a line on stderr says so.
+    """
+    if not prompt:
+        if EMPTY_PROMPT_START not in tokenizer.ids:
+            raise UserError(
+                "the prompt is empty and this model's vocabulary has no newline to start "
+                "from; give a prompt with --prompt"
+            )
+        prompt = EMPTY_PROMPT_START
+    try:
+        ids = tokenizer.encode(prompt)
+    except UserError as e:
+        if "\\" in tokenizer.unknown(prompt) and "\\n" in prompt:
+            raise UserError(f"{e}; {NEWLINE_HINT}") from None
+        raise
+    if block_size is not None and len(ids) > block_size:
+        print(
+            f"note: the prompt has {len(ids)} characters, more than this model's block_size of "
+            f"{block_size}; using its last {block_size} (positions count from there)",
+            file=sys.stderr,
         )
-    return tokenizer.encode(EMPTY_PROMPT_START)
+        ids = ids[-block_size:]
+    return ids

@@ -9,8 +9,9 @@ import torch
 from tinygpt.checkpoint import load_checkpoint, model_from_payload, read_checkpoint
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heatmap import attention_view
-from tinygpt.explain.trace import chosen, encode_prompt, trace_prompt
+from tinygpt.explain.trace import chosen, trace_prompt
 from tinygpt.model import GPT
+from tinygpt.tokenizer import prompt_ids
 
 
 def count(module: torch.nn.Module) -> int:
@@ -78,5 +79,5 @@ def inspect_prompt(checkpoint: str | Path, prompt: str, layer: int | None, head:
     config = model.config
     layers = chosen(layer, config.n_layer, "layer")
     heads = chosen(head, config.n_head, "head")
-    ids = encode_prompt(tokenizer, prompt, config.block_size)
+    ids = prompt_ids(tokenizer, prompt, config.block_size)
     return attention_view(trace_prompt(model, ids), tokenizer, layers, heads)

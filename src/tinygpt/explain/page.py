@@ -25,11 +25,11 @@ import torch
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.pca import principal_components
-from tinygpt.explain.trace import Trace, encode_prompt, focus, trace_prompt
+from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files import write_atomic
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
-from tinygpt.tokenizer import CharTokenizer
+from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
 LIVE_LIMIT = 4_000_000  # parameters up to which the page embeds the weights and runs the model itself
 
@@ -82,7 +82,7 @@ def page_data(
     model = model_from_payload(payload, path).eval()
     tokenizer = CharTokenizer(payload["tokenizer"])
     cfg = model.config
-    ids = encode_prompt(tokenizer, prompt, cfg.block_size)
+    ids = prompt_ids(tokenizer, prompt, cfg.block_size)
     layer, head, token = focus(cfg, ids, layer, head, token)
     coords, share = principal_components(model.wte.weight)
     live = model.num_params() <= live_limit

@@ -6,14 +6,12 @@ and what each layer adds to the residual stream; forward hooks on the embeddings
 and on each block's first layer norm catch the rest.
 """
 
-import sys
 from dataclasses import dataclass
 
 import torch
 
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
 
 @dataclass
@@ -98,34 +96,6 @@ def _catch_norm(caught: dict[str, torch.Tensor], layer: int):
         caught[f"ln_1{layer}"] = out
 
     return hook
-
-
-NEWLINE_HINT = (
-    "a \\n typed in a prompt is a backslash and an n, not a newline: in bash write "
-    "--prompt $'ROMEO:\\nJULIET:', or put the text in a file and pass --prompt-file FILE"
-)
-
-
-def encode_prompt(tokenizer: CharTokenizer, prompt: str, block_size: int) -> list[int]:
-    """The prompt's ids (an empty prompt is a newline, as in sampling), at most the last block_size.
-
-    The model reads at most block_size characters, so a longer prompt is cropped to its
-    end, as generation crops its context, and a line on stderr says so.
-    """
-    try:
-        ids = prompt_ids(tokenizer, prompt)
-    except UserError as e:
-        if "\\" in tokenizer.unknown(prompt) and "\\n" in prompt:
-            raise UserError(f"{e}; {NEWLINE_HINT}") from None
-        raise
-    if len(ids) > block_size:
-        print(
-            f"note: the prompt has {len(ids)} characters, more than this model's block_size of "
-            f"{block_size}; using its last {block_size} (positions count from there)",
-            file=sys.stderr,
-        )
-        ids = ids[-block_size:]
-    return ids
 
 
 def chosen(value: int | None, count: int, what: str) -> list[int]:

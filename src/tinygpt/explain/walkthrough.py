@@ -25,9 +25,9 @@ from tinygpt.attention import scaled_scores
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import quoted
-from tinygpt.explain.trace import Trace, encode_prompt, focus, trace_prompt
+from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.model import GPT
-from tinygpt.tokenizer import CharTokenizer
+from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
 SHOWN_TERMS = 3  # products of q·k written out before "…"
 
@@ -195,7 +195,7 @@ def explain(
     """The walkthrough for a checkpoint and a prompt (token: a position, default the last)."""
     model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
     cfg = model.config
-    ids = encode_prompt(tokenizer, prompt, cfg.block_size)
+    ids = prompt_ids(tokenizer, prompt, cfg.block_size)
     layer, head, token = focus(cfg, ids, layer, head, token)
     if dims is not None and dims < 1:
         raise UserError(f"--dims {dims} is below 1; use 1 or more")
