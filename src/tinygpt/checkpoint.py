@@ -341,7 +341,7 @@ def _check_weights(weights: Any, config: dict[str, Any], path: Path, advice: str
             found = tuple(weights[name].shape) if name in weights else "missing"
             raise _damaged(path, f"its {name} is {found}, not {shape} as its model config says", advice)
     layers = {k.split(".")[1] for k in weights if k.startswith("h.")}
-    if layers != {str(i) for i in range(config["n_layer"])}:
+    if len(layers) != config["n_layer"] or layers != {str(i) for i in range(len(layers))}:
         raise _damaged(
             path, f"it holds {len(layers)} layers of weights for n_layer {config['n_layer']}", advice
         )
