@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from tinygpt import GPT, GPTConfig
+from tinygpt.ablate import ablated, mean_head_outputs, parse_heads
 from tinygpt.errors import UserError
-from tinygpt.explain.ablate import ablated, mean_head_outputs, parse_heads
 from tinygpt.explain.heads import (
     attention_weights,
     entropy,

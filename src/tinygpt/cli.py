@@ -69,6 +69,8 @@ def _sample(args: argparse.Namespace) -> None:
         args.seed,
         args.device,
         use_cache=not args.no_cache,
+        ablate=args.ablate,
+        ablate_mode=args.ablate_mode,
     )
 
 
@@ -77,9 +79,21 @@ def _inspect(args: argparse.Namespace) -> None:
 
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
+    if args.prompt is None and (args.lens or args.ablate):
+        raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
+    if args.json and not args.heads:
+        raise UserError("--json prints the --heads table as JSON; add --heads")
+    if args.heads:
+        from tinygpt.explain.heads import checkpoint_heads, heads_json, heads_table
+
+        heads = checkpoint_heads(args.checkpoint, args.windows)
+        print(heads_json(heads) if args.json else heads_table(heads))
+        return
     report = describe(args.checkpoint)  # both built before either is printed: a mistake prints nothing
     if args.prompt is not None:
-        report += "\n\n" + inspect_prompt(args.checkpoint, args.prompt, args.layer, args.head)
+        report += "\n\n" + inspect_prompt(
+            args.checkpoint, args.prompt, args.layer, args.head, args.lens, args.ablate, args.ablate_mode
+        )
     print(report)
 
 
@@ -96,11 +110,26 @@ def _explain(args: argparse.Namespace) -> None:
 
     checkpoint = chosen_checkpoint(args.checkpoint)
     if args.html is not None:
+        if args.ablate or args.backward:
+            raise UserError("--ablate and --backward are for the walkthrough in the terminal, not the page")
         from tinygpt.explain.page import write_page
 
         print(write_page(checkpoint, args.prompt, args.html or None, args.layer, args.head, args.token))
         return
-    print(explain(checkpoint, args.prompt, args.layer, args.head, args.token, args.dims))
+    print(
+        explain(
+            checkpoint,
+            args.prompt,
+            args.layer,
+            args.head,
+            args.token,
+            args.dims,
+            args.ablate,
+            args.ablate_mode,
+            args.backward,
+            args.lr,
+        )
+    )
 
 
 def read_prompt_file(path: str) -> str:
@@ -203,6 +232,16 @@ def _add_prompt(p: argparse.ArgumentParser, help: str, default: str | None) -> N
     )
 
 
+def _add_ablate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ablate", metavar="L.H[,L.H...]", help="switch these heads off, e.g. --ablate 1.2,0.3")
+    p.add_argument(
+        "--ablate-mode",
+        choices=["zero", "mean"],
+        default="zero",
+        help="zero: a head adds nothing; mean: its mean output over validation text (default zero)",
+    )
+
+
 def _config_help() -> str:
     return f"a YAML config file, or a shipped config by name: {', '.join(shipped_configs())}"
 
@@ -251,6 +290,7 @@ def _add_sample(commands) -> None:
         action="store_true",
         help="recompute the whole window each step (exact sliding window, slower)",
     )
+    _add_ablate(p)
     p.set_defaults(func=_sample)
 
 
@@ -262,6 +302,11 @@ def _add_inspect(commands) -> None:
     _add_prompt(p, "also show each head's attention on this text, and the next-character odds", default=None)
     p.add_argument("--layer", type=int, help="with --prompt: only this layer (default: all)")
     p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
+    p.add_argument("--lens", action="store_true", help="with --prompt: the logit lens, each layer's top 5")
+    p.add_argument("--heads", action="store_true", help="a table of every head's role scores and importance")
+    p.add_argument("--json", action="store_true", help="with --heads: the same as JSON")
+    p.add_argument("--windows", type=int, default=16, help="with --heads: validation windows scored (16)")
+    _add_ablate(p)
     p.set_defaults(func=_inspect)
 
 
@@ -280,6 +325,13 @@ def _add_explain(commands) -> None:
     p.add_argument("--head", type=int, default=0, help="head of that layer (default 0)")
     p.add_argument("--token", type=int, help="position in the prompt to follow, from 0 (default: the last)")
     p.add_argument("--dims", type=int, help="entries of each vector to print (default: d_head)")
+    p.add_argument(
+        "--backward",
+        action="store_true",
+        help="continue backwards: the gradients of the loss of predicting the character after --token",
+    )
+    p.add_argument("--lr", type=float, default=0.1, help="with --backward: the size of the step shown (0.1)")
+    _add_ablate(p)
     p.add_argument(
         "--html",
         nargs="?",

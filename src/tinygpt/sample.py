@@ -7,6 +7,7 @@ from typing import TextIO
 
 import torch
 
+from tinygpt.ablate import ablation
 from tinygpt.checkpoint import chosen_checkpoint, load_checkpoint
 from tinygpt.config import TrainSection
 from tinygpt.device import pick_device
@@ -65,8 +66,13 @@ def sample(
     device: str = "auto",
     use_cache: bool = True,
     out: TextIO = sys.stdout,
+    ablate: str | None = None,
+    ablate_mode: str = "zero",
 ) -> list[str]:
-    """Print num_samples continuations of prompt, character by character; return them too."""
+    """Print num_samples continuations of prompt, character by character; return them too.
+
+    ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
+    """
     check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
     path = chosen_checkpoint(checkpoint)
     dev = pick_device(device)
@@ -74,17 +80,20 @@ def sample(
     context = prompt_ids(tokenizer, prompt, model.config.block_size)
     generator = torch.Generator(device=dev).manual_seed(seed)
     texts = []
-    for i in range(num_samples):
-        if i:
-            out.write("\n" + "-" * 40 + "\n")
-        out.write(prompt)
-        out.flush()
-        idx = torch.tensor([context], dtype=torch.long, device=dev)  # (1, T)
-        made = []
-        for next_id in stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache):
-            made.append(tokenizer.chars[next_id.item()])
-            out.write(made[-1])
+    with ablation(model, path, ablate, ablate_mode):
+        for i in range(num_samples):
+            if i:
+                out.write("\n" + "-" * 40 + "\n")
+            out.write(prompt)
             out.flush()
-        texts.append(prompt + "".join(made))
+            idx = torch.tensor([context], dtype=torch.long, device=dev)  # (1, T)
+            made = []
+            for next_id in stream(
+                model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache
+            ):
+                made.append(tokenizer.chars[next_id.item()])
+                out.write(made[-1])
+                out.flush()
+            texts.append(prompt + "".join(made))
     out.write("\n")
     return texts

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from tinygpt.explain.glyphs import quoted
-from tinygpt.explain.walkthrough import num, vec
+from tinygpt.explain.glyphs import num, quoted, vec
 from tinygpt.model import GPT
 
 

@@ -1,4 +1,5 @@
-"""How characters show on a terminal: a visible glyph for each, its width, and a quoted form for prose.
+"""How characters and numbers show on a terminal: a visible glyph for each character, its width,
+a quoted form for prose, and the walkthroughs' numbers and vectors.
 
 A character-level model's vocabulary can hold anything: newlines, tabs, control
 characters, combining accents, emoji. Printed raw, these break a grid's columns
@@ -6,6 +7,8 @@ or even steer the terminal, so every character the views print goes through here
 """
 
 import unicodedata
+
+import torch
 
 NAMED_GLYPHS = {"\n": "↵", "\t": "⇥", " ": "·", "\r": "␍", "\x7f": "␡"}
 REPLACEMENT = "�"
@@ -57,3 +60,16 @@ def quoted(char: str) -> str:
 def _is_mark(char: str) -> bool:
     """A combining mark: printed alone, it lands on the character before it."""
     return bool(unicodedata.combining(char)) or unicodedata.category(char) in ("Mn", "Me")
+
+
+def num(x: float) -> str:
+    """A number as the walkthrough prints it: 4 decimals."""
+    return f"{x:.4f}"
+
+
+def vec(values: torch.Tensor, dims: int | None = None) -> str:
+    """[a, b, …] with the first `dims` entries (all when None) and how many there are in all."""
+    shown = values.tolist() if dims is None else values[:dims].tolist()
+    body = ", ".join(num(x) for x in shown)
+    rest = values.numel() - len(shown)
+    return f"[{body}, … {rest} more]" if rest else f"[{body}]"

@@ -21,17 +21,17 @@ validation loss on the same windows rises when that head alone is switched off
 second copies, is given with each head off too.
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from tinygpt.ablate import ablated
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.data import load_corpus
+from tinygpt.data import validation_split_of
 from tinygpt.errors import UserError
-from tinygpt.explain.ablate import ablated
 from tinygpt.model import GPT
 
 ROLES = ("previous", "self", "first", "same_char", "word_start", "induction")
@@ -204,25 +204,14 @@ def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
     chars = payload["tokenizer"]
     if windows < 1:
         raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
-    val = validation_ids(payload, chars, model.config.block_size, checkpoint)
+    val = validation_split_of(payload, model.config.block_size, checkpoint)
     word_ends = [chars.index(c) for c in WORD_ENDS if c in chars]
     return head_reports(model, val, word_ends, windows)
 
 
-def validation_ids(payload: dict, chars: list[str], block_size: int, path: str | Path) -> torch.Tensor:
-    """The validation split of the checkpoint's own corpus, checked to be the text it learned from."""
-    data = payload.get("config", {}).get("data") if isinstance(payload.get("config"), dict) else None
-    if not isinstance(data, dict):
-        raise UserError(
-            f"{path} does not say which corpus it was trained on; use a checkpoint written by training"
-        )
-    corpus = load_corpus(from_dict({"data": data}, source=f"{path}'s config").data, block_size)
-    if corpus.tokenizer.chars != chars:
-        raise UserError(
-            f"the corpus {corpus.path} that {path} was trained on has other characters now; "
-            "scoring heads needs the text the model learned from"
-        )
-    return corpus.val
+def heads_json(heads: Heads) -> str:
+    """`inspect --heads --json`: one object per head: layer, head, scores, label, entropy, importance…"""
+    return json.dumps([r.as_dict() for r in heads.reports], indent=2)
 
 
 def heads_table(heads: Heads) -> str:

@@ -6,9 +6,11 @@ from typing import Any
 
 import torch
 
+from tinygpt.ablate import ablation
 from tinygpt.checkpoint import load_checkpoint, model_from_payload, read_checkpoint
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heatmap import attention_view
+from tinygpt.explain.lens import lens_view, logit_lens
 from tinygpt.explain.trace import chosen, trace_prompt
 from tinygpt.model import GPT
 from tinygpt.tokenizer import prompt_ids
@@ -73,11 +75,26 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def inspect_prompt(checkpoint: str | Path, prompt: str, layer: int | None, head: int | None) -> str:
-    """What `inspect --prompt` adds: heatmaps of the chosen heads and the next-character table."""
+def inspect_prompt(
+    checkpoint: str | Path,
+    prompt: str,
+    layer: int | None,
+    head: int | None,
+    lens: bool = False,
+    ablate: str | None = None,
+    ablate_mode: str = "zero",
+) -> str:
+    """What `inspect --prompt` adds: heatmaps of the chosen heads and the next-character table;
+    with lens, the logit lens; with ablate, all of it with those heads switched off."""
     model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
     config = model.config
     layers = chosen(layer, config.n_layer, "layer")
     heads = chosen(head, config.n_head, "head")
     ids = prompt_ids(tokenizer, prompt, config.block_size)
-    return attention_view(trace_prompt(model, ids), tokenizer, layers, heads)
+    with ablation(model, checkpoint, ablate, ablate_mode):
+        view = attention_view(trace_prompt(model, ids), tokenizer, layers, heads)
+        if lens:
+            view += "\n\n" + lens_view(logit_lens(model, ids), ids, tokenizer)
+    if ablate:
+        view = f"with heads {ablate} switched off ({ablate_mode}):\n\n{view}"
+    return view

@@ -21,10 +21,12 @@ from pathlib import Path
 
 import torch
 
+from tinygpt.ablate import ablation
 from tinygpt.attention import scaled_scores
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.explain.glyphs import quoted
+from tinygpt.explain.backward import backward_steps, row_backward, step_lines
+from tinygpt.explain.glyphs import num, quoted, vec
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer, prompt_ids
@@ -67,19 +69,6 @@ def row_arithmetic(
     return RowArithmetic(
         position, dots, scores, row_max.item(), exps, total.item(), weights, weighted, weighted.sum(0)
     )
-
-
-def num(x: float) -> str:
-    """A number as the walkthrough prints it: 4 decimals."""
-    return f"{x:.4f}"
-
-
-def vec(values: torch.Tensor, dims: int | None = None) -> str:
-    """[a, b, …] with the first `dims` entries (all when None) and how many there are in all."""
-    shown = values.tolist() if dims is None else values[:dims].tolist()
-    body = ", ".join(num(x) for x in shown)
-    rest = values.numel() - len(shown)
-    return f"[{body}, … {rest} more]" if rest else f"[{body}]"
 
 
 def attention_steps(
@@ -191,15 +180,41 @@ def explain(
     head: int = 0,
     token: int | None = None,
     dims: int | None = None,
+    ablate: str | None = None,
+    ablate_mode: str = "zero",
+    backward: bool = False,
+    lr: float = 0.1,
 ) -> str:
-    """The walkthrough for a checkpoint and a prompt (token: a position, default the last)."""
+    """The walkthrough for a checkpoint and a prompt (token: a position, default the last).
+
+    ablate: heads switched off (LAYER.HEAD[,…], in ablate_mode); backward: the walkthrough
+    continues backwards for the loss of predicting the character after token, with one
+    gradient step of size lr.
+    """
     model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
     cfg = model.config
     ids = prompt_ids(tokenizer, prompt, cfg.block_size)
+    if backward and token is None:
+        token = len(ids) - 2  # the last position whose next character the prompt holds
     layer, head, token = focus(cfg, ids, layer, head, token)
     if dims is not None and dims < 1:
         raise UserError(f"--dims {dims} is below 1; use 1 or more")
-    return walkthrough(model, tokenizer, trace_prompt(model, ids), layer, head, token, dims)
+    if backward and token >= len(ids) - 1:
+        raise UserError(
+            f"--backward follows the loss of predicting the character after --token {token}, and the prompt "
+            f"has none after it; use a --token below {len(ids) - 1} (or a longer prompt)"
+        )
+    if backward and not (math.isfinite(lr) and lr > 0):
+        raise UserError(f"--lr {lr} is not a positive number; use e.g. 0.1")
+    with ablation(model, checkpoint, ablate, ablate_mode):
+        text = walkthrough(model, tokenizer, trace_prompt(model, ids), layer, head, token, dims)
+        if backward:
+            labels = [quoted(tokenizer.chars[i]) for i in ids[: token + 1]]
+            rows = row_backward(model, ids, layer, head, token)
+            steps = backward_steps(rows, labels, dims, tokenizer.chars)
+            steps += step_lines(model, ids, layer, head, token, lr, labels)
+            text += "\n\n" + "\n".join(steps)
+    return text
 
 
 def explain_vectors(q: list[float], keys: list[list[float]], values: list[list[float]]) -> str:

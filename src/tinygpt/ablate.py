@@ -9,14 +9,18 @@ switching it off is replacing that slice before c_proj reads it:
            adds on average, so only what it does for this particular context is lost.
 
 A forward pre-hook on c_proj does the replacement, so the model's own forward pass,
-fast path or explicit, runs unchanged around it.
+fast path or explicit, runs unchanged around it. `ablation` is what `--ablate` and
+`--ablate-mode` of sample, inspect and explain give.
 """
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 
 import torch
 
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.data import validation_split_of
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
 
@@ -97,3 +101,26 @@ def ablated(
     finally:
         for hook in hooks:
             hook.remove()
+
+
+MEAN_WINDOWS = 16  # validation windows (each block_size long) that --ablate-mode mean averages over
+
+
+def ablation(
+    model: GPT, checkpoint: str | Path, spec: str | None, mode: str = "zero"
+) -> AbstractContextManager:
+    """The context `--ablate spec --ablate-mode mode` runs a command's forward passes in (none: no change)."""
+    if spec is None:
+        return nullcontext()
+    heads = parse_heads(spec, model.config.n_layer, model.config.n_head)
+    if mode not in MODES:
+        raise UserError(f"--ablate-mode {mode!r}: use one of {', '.join(MODES)}")
+    means = None
+    if mode == "mean":
+        block = model.config.block_size
+        val = validation_split_of(read_checkpoint(checkpoint), block, checkpoint)
+        span = len(val) - block
+        starts = torch.linspace(0, max(span, 0), MEAN_WINDOWS).round().long().unique().tolist()
+        windows = torch.stack([val[s : s + block].long() for s in starts]).to(model.wte.weight.device)
+        means = mean_head_outputs(model, windows)
+    return ablated(model, heads, mode, means)

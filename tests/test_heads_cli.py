@@ -1,0 +1,104 @@
+"""inspect --heads / --lens / --ablate and explain --backward / --ablate, from the command line."""
+
+import io
+import json
+
+import pytest
+from conftest import tiny_raw
+
+from tinygpt.cli import main
+from tinygpt.config import from_dict
+from tinygpt.explain.heads import ROLES
+from tinygpt.sample import sample
+from tinygpt.training.loop import train
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from conftest import make_corpus
+
+    root = tmp_path_factory.mktemp("heads")
+    (root / "corpus.txt").write_text(make_corpus())
+    train(from_dict(tiny_raw(root / "corpus.txt", root / "run", max_iters=40)), progress=False)
+    return root / "run"
+
+
+def test_heads_json_has_a_report_for_every_head(run, capsys):
+    assert main(["inspect", str(run / "best.pt"), "--heads", "--json", "--windows", "4"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert [(r["layer"], r["head"]) for r in reports] == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]  # 2 layers × 2 heads
+    for r in reports:
+        assert set(r["scores"]) == set(ROLES) and r["label"] in (*ROLES, "mixed")
+        assert {"entropy", "importance", "induction_loss"} <= set(r)
+    assert main(["inspect", str(run / "best.pt"), "--heads"]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split()[:3] == ["head", "prev", "self"] and "importance:" in table
+
+
+def test_the_lens_and_an_ablation_show_in_inspect(run, capsys):
+    best = str(run / "best.pt")
+    assert main(["inspect", best, "--prompt", "KING:", "--lens"]) == 0
+    out = capsys.readouterr().out
+    assert "logit lens" in out and "layer 1 →" in out
+    assert main(["inspect", best, "--prompt", "KING:", "--ablate", "1.0,1.1"]) == 0
+    ablated = capsys.readouterr().out
+    assert "with heads 1.0,1.1 switched off (zero)" in ablated
+    table = lambda text: text.split("next characters after each position:")[1].split("logit lens")[0]  # noqa: E731
+    assert table(ablated) != table(out)  # other predictions without the last layer's heads
+
+
+def test_sample_with_heads_switched_off_samples_another_text(run):
+    def text(**ablation) -> str:
+        (made,) = sample(
+            run / "best.pt", "KING:", 300, temperature=1.0, device="cpu", out=io.StringIO(), **ablation
+        )
+        return made
+
+    every_head = "0.0,0.1,1.0,1.1"
+    assert text() == text()  # the same seed: the same text
+    assert text(ablate=every_head) != text()
+    assert text(ablate=every_head, ablate_mode="mean") not in (text(), text(ablate=every_head))
+
+
+def test_explain_backward_prints_every_step(run, capsys):
+    best = str(run / "best.pt")
+    assert main(["explain", best, "--prompt", "KING:", "--layer", "1", "--head", "0", "--backward"]) == 0
+    out = capsys.readouterr().out
+    for step in (
+        "1. dL/dlogits",
+        "2. the gradient arriving",
+        "4. through the softmax",
+        "6. to the query",
+        "7. one",
+    ):
+        assert step in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["inspect", "{best}", "--json"], "add --heads"),
+        (["inspect", "{best}", "--lens"], "add --prompt"),
+        (["inspect", "{best}", "--prompt", "K", "--ablate", "5.0"], "layers 0 … 1"),
+        (["explain", "{best}", "--prompt", "KING", "--token", "3", "--backward"], "a --token below 3"),
+        (["explain", "{best}", "--prompt", "KING", "--backward", "--lr", "-1"], "not a positive number"),
+        (["explain", "{best}", "--prompt", "KI", "--ablate", "0.0", "--html", "x.html"], "not the page"),
+    ],
+    ids=[
+        "json-without-heads",
+        "lens-without-prompt",
+        "ablate-no-such-layer",
+        "backward-last-token",
+        "bad-lr",
+        "page",
+    ],
+)
+def test_mistakes_are_one_line(run, capsys, args, message):
+    assert main([a.format(best=run / "best.pt") for a in args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
