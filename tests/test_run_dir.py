@@ -45,3 +45,17 @@ def test_an_out_dir_that_is_a_link_to_nothing_is_refused(corpus_file, tmp_path, 
 def test_a_tilde_in_out_dir_is_the_home_directory_as_for_the_corpus(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert checked_path("~/runs/a") == tmp_path / "runs" / "a"
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "lock", "metrics.jsonl", "best.pt"])
+def test_a_symlink_in_the_run_directory_is_replaced_never_written_through(corpus_file, tmp_path, name):
+    """A link planted as one of the run's files: training writes the file, the link's target is untouched."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("not yours")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / name).symlink_to(outside)
+    train(from_dict(tiny_raw(corpus_file, run, max_iters=20)), progress=False)
+    assert outside.read_text() == "not yours"
+    if (run / name).exists():
+        assert not (run / name).is_symlink()
