@@ -177,9 +177,11 @@ class Training:
         s, p, t = self.setup, self.progress, self.setup.config.train
         self.check_losses(step)
         asked = lambda: self.stop_request.requested  # noqa: E731
+        bar.set_description(f"evaluating ({t.eval_iters} batches a split)")  # the bar stands still meanwhile
         losses = estimate_loss(
             s.model, s.splits, t.eval_iters, t.seed + 1, s.precision.autocast, s.ranks, asked
         )
+        bar.set_description("")
         if losses is None:  # a stop came during the evaluation: abandoned, nothing of it written
             self.stop(step, self.stop_request.signum)
         if not all(math.isfinite(v) for v in losses.values()):
