@@ -65,7 +65,7 @@ def sample(
     seed: int = 1337,
     device: str = "auto",
     use_cache: bool = True,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     ablate: str | None = None,
     ablate_mode: str = "zero",
 ) -> list[str]:
@@ -74,6 +74,7 @@ def sample(
     ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
     """
     check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
+    out = out or sys.stdout  # looked up now, not when the module was imported: a redirected stdout counts
     path = chosen_checkpoint(checkpoint)
     dev = pick_device(device)
     model, tokenizer, _ = load_checkpoint(path, device=dev)
