@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinygpt import GPT, CharTokenizer, GPTConfig, files, load_checkpoint
-from tinygpt.checkpoint import FORMAT_VERSION, build_payload, digest, read_checkpoint, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, build_payload, read_checkpoint, save_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.integrity import digest
 
 CONFIG = GPTConfig(vocab_size=5, block_size=8, n_layer=1, n_head=2, n_embd=8)
 

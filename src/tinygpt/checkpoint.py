@@ -22,14 +22,10 @@ the vocabulary, the record, and that every weight is finite. Any problem is one 
 naming the file; a file that passes builds its model without surprises.
 """
 
-import ctypes
 import dataclasses
-import hashlib
 import io
 import math
-import os
 import pickle
-import pickletools
 import sys
 import warnings
 import zipfile
@@ -41,6 +37,7 @@ import torch
 from tinygpt.config import ModelSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
+from tinygpt.integrity import SEAL_BROKEN, digest, pickle_imports, seal, seal_problem
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 
@@ -88,84 +85,12 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
     # a plain write reports it as the OSError it is (ENOSPC: "No space left on device")
     torch.save({**payload, "digest": digest(payload)}, data)
     try:
-        write_atomic(path, _sealed(bytearray(data.getbuffer())))
+        write_atomic(path, seal(bytearray(data.getbuffer())))
     except OSError as e:
         raise UserError(
             f"cannot save checkpoint {path}: {e.strerror or e}; the previous {path.name}, if any, "
             "is intact; free some space (or fix the directory) and try again"
         ) from None
-
-
-def digest(payload: dict[str, Any]) -> str:
-    """sha256 over a canonical form of payload without its "digest": the same contents, the same digest.
-
-    Not torch.save's bytes, which vary from save to save (the archive's serialization id): a
-    walk of the contents in sorted key order, each value tagged with its type, a tensor by its
-    dtype, shape and the bytes of its elements.
-    """
-    h = hashlib.sha256()
-    _feed(h, {k: v for k, v in payload.items() if k != "digest"})
-    return h.hexdigest()
-
-
-def _feed(h: "hashlib._Hash", value: Any) -> None:
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous()
-        h.update(f"tensor {t.dtype} {tuple(t.shape)};".encode())
-        if t.numel():  # the elements' bytes, read in place (NumPy may be absent)
-            h.update(memoryview((ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())))
-    elif isinstance(value, dict):
-        h.update(f"dict {len(value)};".encode())
-        for key in sorted(value, key=lambda k: (type(k).__name__, repr(k))):
-            _feed(h, key)
-            _feed(h, value[key])
-    elif isinstance(value, (list, tuple)):
-        h.update(f"{type(value).__name__} {len(value)};".encode())
-        for item in value:
-            _feed(h, item)
-    else:  # None, bool, int, float, str, and any other plain value the safe loader gives
-        text = repr(value).encode("utf-8", "backslashreplace")
-        h.update(f"{type(value).__name__} {len(text)};".encode() + text)
-
-
-SEAL = b"tinygpt sha256 "  # then the hex sha256 of every byte before it: the zip archive's comment
-END_OF_ARCHIVE = b"PK\x05\x06"  # the zip's last record, 22 bytes, its last two the comment's length
-SEAL_BROKEN = "its bytes do not match the seal at its end"
-
-
-def _sealed(archive: bytearray) -> bytearray:
-    """torch.save's archive with the seal as its comment, so that a change to any byte shows.
-
-    The digest covers the contents, but torch.load ignores some of the archive's bytes (padding,
-    the copy of each member's checksum, the directory's dates): the seal covers those too.
-    """
-    archive[-2:] = (len(SEAL) + 64).to_bytes(2, "little")  # the comment's length, torch.save's is 0
-    archive += SEAL
-    archive += hashlib.sha256(archive).hexdigest().encode()
-    return archive
-
-
-def _seal_problem(path: Path) -> str | None:
-    """What is wrong with the end of a file torch.load has read; None if intact, or never sealed."""
-    with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(0, size - 101))
-        tail = f.read()
-        if tail[-22:-18] == END_OF_ARCHIVE and tail[-2:] == b"\0\0":
-            return None  # written by torch.save alone (before seals, or by hand): the digest still checks
-        if (
-            tail[:4] != END_OF_ARCHIVE
-            or tail[-79:-64] != SEAL
-            or tail[20:22] != (len(SEAL) + 64).to_bytes(2, "little")
-        ):
-            return "the end of its archive is not the seal tinygpt writes"
-        f.seek(0)
-        h = hashlib.sha256()
-        for chunk in iter(lambda: f.read(min(1 << 20, size - 64 - f.tell())), b""):
-            h.update(chunk)
-    if h.hexdigest().encode() != tail[-64:]:
-        return SEAL_BROKEN
-    return None
 
 
 def read_checkpoint(
@@ -194,7 +119,7 @@ def read_checkpoint(
         raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
     except Exception:  # anything else torch.load trips over: the bytes are not a checkpoint
         raise UserError(_unreadable(path, advice)) from None
-    problem = _seal_problem(path)
+    problem = seal_problem(path)
     if problem:
         raise _damaged(path, problem, advice or OTHER_ADVICE)
     return _checked(payload, path, advice or OTHER_ADVICE)
@@ -206,12 +131,12 @@ def _refused(path: Path, error: pickle.UnpicklingError, advice: str | None) -> s
     The loader stops at the first opcode it does not know (protocol 4's FRAME, protocol 0's
     INST), before it sees what the pickle would import; the pickle is read here without running it.
     """
-    if _seal_problem(path) == SEAL_BROKEN:  # a file tinygpt wrote, damaged since
+    if seal_problem(path) == SEAL_BROKEN:  # a file tinygpt wrote, damaged since
         return _unreadable(path, advice)
     try:
         with zipfile.ZipFile(path) as archive:
             name = next(n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
-            names = _global_names(archive.read(name))
+            names = pickle_imports(archive.read(name))
     except Exception:  # not an archive, or a pickle too damaged to read
         names = None
     if "GLOBAL" in str(error) or any(
@@ -228,30 +153,6 @@ def _refused(path: Path, error: pickle.UnpicklingError, advice: str | None) -> s
             "default protocol 2); save it again with torch.save, or use a best.pt or last.pt"
         )
     return _unreadable(path, advice)  # bytes that are not a pickle at all
-
-
-def _global_names(pickled: bytes) -> list[str]:
-    """Every "module.name" a pickle would import, read opcode by opcode (STACK_GLOBAL's from the memo too)."""
-    names, strings, memo, last = [], [], {}, None
-    for op, arg, _ in pickletools.genops(pickled):
-        pushed = None
-        if op.name in ("GLOBAL", "INST"):
-            names.append(arg.replace(" ", "."))
-        elif op.name == "STACK_GLOBAL":
-            names.append(".".join(strings[-2:]))
-        elif op.name == "MEMOIZE":
-            memo[len(memo)] = last
-        elif op.name.endswith("PUT"):
-            memo[arg] = last
-        elif op.name.endswith("GET"):
-            pushed = memo.get(arg)
-        elif isinstance(arg, str):
-            pushed = arg
-        if pushed is not None:
-            strings.append(pushed)
-        if op.name != "MEMOIZE" and not op.name.endswith("PUT"):  # a memo write leaves the stack as it was
-            last = pushed
-    return names
 
 
 def _checked(payload: Any, path: Path, advice: str) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import digest
 from tinygpt.config import DataSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
+from tinygpt.integrity import digest
 from tinygpt.shakespeare import build_corpus
 from tinygpt.tokenizer import CharTokenizer
 

@@ -1,0 +1,121 @@
+"""A checkpoint's proof of integrity, and a pickle read without running it.
+
+- `digest`: sha256 over a canonical walk of the payload (sorted keys, each value tagged
+  with its type, a tensor by dtype, shape and element bytes), stored in the payload:
+  the same contents give the same digest, whatever torch.save's bytes.
+- `seal`: the zip archive's comment holds a sha256 of every byte before it, so that a
+  change to any byte shows, also to the bytes torch.load ignores (padding, the copies of
+  each member's checksum, the directory's dates), which the digest cannot see.
+- `pickle_imports`: the "module.name" a pickle would import, read opcode by opcode, so
+  that a refused pickle can be told apart: one that would run code, or plain data in a
+  protocol the safe loader does not read.
+"""
+
+import ctypes
+import hashlib
+import os
+import pickletools
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def digest(payload: dict[str, Any]) -> str:
+    """sha256 over a canonical form of payload without its "digest": the same contents, the same digest.
+
+    Not torch.save's bytes, which vary from save to save (the archive's serialization id): a
+    walk of the contents in sorted key order, each value tagged with its type, a tensor by its
+    dtype, shape and the bytes of its elements.
+    """
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in payload.items() if k != "digest"})
+    return h.hexdigest()
+
+
+def _feed(h: "hashlib._Hash", value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        h.update(f"tensor {t.dtype} {tuple(t.shape)};".encode())
+        if t.numel():  # the elements' bytes, read in place (NumPy may be absent)
+            h.update(memoryview((ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())))
+    elif isinstance(value, dict):
+        h.update(f"dict {len(value)};".encode())
+        for key in sorted(value, key=lambda k: (type(k).__name__, repr(k))):
+            _feed(h, key)
+            _feed(h, value[key])
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__} {len(value)};".encode())
+        for item in value:
+            _feed(h, item)
+    else:  # None, bool, int, float, str, and any other plain value the safe loader gives
+        text = repr(value).encode("utf-8", "backslashreplace")
+        h.update(f"{type(value).__name__} {len(text)};".encode() + text)
+
+
+SEAL = b"tinygpt sha256 "  # then the hex sha256 of every byte before it: the zip archive's comment
+
+
+END_OF_ARCHIVE = b"PK\x05\x06"  # the zip's last record, 22 bytes, its last two the comment's length
+
+
+SEAL_BROKEN = "its bytes do not match the seal at its end"
+
+
+def seal(archive: bytearray) -> bytearray:
+    """torch.save's archive with the seal as its comment, so that a change to any byte shows.
+
+    The digest covers the contents, but torch.load ignores some of the archive's bytes (padding,
+    the copy of each member's checksum, the directory's dates): the seal covers those too.
+    """
+    archive[-2:] = (len(SEAL) + 64).to_bytes(2, "little")  # the comment's length, torch.save's is 0
+    archive += SEAL
+    archive += hashlib.sha256(archive).hexdigest().encode()
+    return archive
+
+
+def seal_problem(path: Path) -> str | None:
+    """What is wrong with the end of a file torch.load has read; None if intact, or never sealed."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - 101))
+        tail = f.read()
+        if tail[-22:-18] == END_OF_ARCHIVE and tail[-2:] == b"\0\0":
+            return None  # written by torch.save alone (before seals, or by hand): the digest still checks
+        if (
+            tail[:4] != END_OF_ARCHIVE
+            or tail[-79:-64] != SEAL
+            or tail[20:22] != (len(SEAL) + 64).to_bytes(2, "little")
+        ):
+            return "the end of its archive is not the seal tinygpt writes"
+        f.seek(0)
+        h = hashlib.sha256()
+        for chunk in iter(lambda: f.read(min(1 << 20, size - 64 - f.tell())), b""):
+            h.update(chunk)
+    if h.hexdigest().encode() != tail[-64:]:
+        return SEAL_BROKEN
+    return None
+
+
+def pickle_imports(pickled: bytes) -> list[str]:
+    """Every "module.name" a pickle would import, read opcode by opcode (STACK_GLOBAL's from the memo too)."""
+    names, strings, memo, last = [], [], {}, None
+    for op, arg, _ in pickletools.genops(pickled):
+        pushed = None
+        if op.name in ("GLOBAL", "INST"):
+            names.append(arg.replace(" ", "."))
+        elif op.name == "STACK_GLOBAL":
+            names.append(".".join(strings[-2:]))
+        elif op.name == "MEMOIZE":
+            memo[len(memo)] = last
+        elif op.name.endswith("PUT"):
+            memo[arg] = last
+        elif op.name.endswith("GET"):
+            pushed = memo.get(arg)
+        elif isinstance(arg, str):
+            pushed = arg
+        if pushed is not None:
+            strings.append(pushed)
+        if op.name != "MEMOIZE" and not op.name.endswith("PUT"):  # a memo write leaves the stack as it was
+            last = pushed
+    return names
