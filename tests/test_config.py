@@ -5,7 +5,6 @@ import pytest
 import yaml
 
 from tinygpt.config import (
-    MAX_CONFIG_BYTES,
     SHIPPED_CONFIGS,
     RunConfig,
     config_path,
@@ -15,6 +14,7 @@ from tinygpt.config import (
     shipped_configs,
 )
 from tinygpt.errors import UserError
+from tinygpt.yaml_file import MAX_CONFIG_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(ROOT.joinpath("src", "tinygpt", "configs").glob("*.yaml"))
