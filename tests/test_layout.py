@@ -12,7 +12,7 @@ from tinygpt.config import ModelSection
 from tinygpt.model import GPTConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tinygpt"
-TOP = {"cli", "__main__", "bench"}  # the command line and the benchmark sit above every room
+TOP = {"cli", "commands", "__main__", "bench"}  # the command line and the benchmark sit above every room
 
 
 def imported(path: Path) -> set[str]:

@@ -2,153 +2,21 @@
 
 The scripts in scripts/*.py are thin wrappers over `main`.
 
-Each command parses its options and calls one function of the package. A
-UserError becomes one line on stderr and exit code 2; anything else is a bug
-and shows its traceback.
+Here: the parser (each command's options) and the error policy: a UserError becomes
+one line on stderr and exit code 2; anything else is a bug and shows its traceback.
+What each command then does is in tinygpt.commands.
 """
 
 import argparse
 import os
-import shlex
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from tinygpt import commands
 from tinygpt.config import DEVICES, shipped_configs
 from tinygpt.errors import UserError
-
-
-def _train(args: argparse.Namespace) -> int:
-    from tinygpt.config import load_config
-
-    config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
-    from tinygpt.training.distributed import is_main_process
-    from tinygpt.training.interrupt import Interrupted
-    from tinygpt.training.loop import train
-
-    try:
-        record = train(config, resume=args.resume, progress=not args.quiet)
-    except Interrupted as e:
-        if is_main_process():
-            print(e, file=sys.stderr)
-            if (Path(config.out_dir) / "last.pt").is_file():
-                print(f"to resume: {resume_command(config.out_dir)}", file=sys.stderr)
-        return e.exit_code
-    if is_main_process():  # under torchrun, once for the job
-        print(
-            f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
-            f"checkpoints in {config.out_dir}"
-        )
-    return 0
-
-
-def resume_command(out_dir: str) -> str:
-    """The command that continues the run in out_dir, from its own resolved config.yaml."""
-    script = sys.argv[0]
-    if Path(script).name != "train.py":
-        program = "tinygpt train"
-    elif os.environ.get("WORLD_SIZE", "1") != "1":  # started by torchrun, whose options we cannot see
-        program = f"torchrun <its options as before> {shlex.quote(script)}"
-    else:
-        program = f"python {shlex.quote(script)}"
-    return f"{program} --config {shlex.quote(str(Path(out_dir) / 'config.yaml'))} --resume"
-
-
-def _sample(args: argparse.Namespace) -> None:
-    from tinygpt.sample import sample
-
-    sample(
-        args.checkpoint,
-        args.prompt,
-        args.max_new_tokens,
-        args.temperature,
-        args.top_k,
-        args.top_p,
-        args.num_samples,
-        args.seed,
-        args.device,
-        use_cache=not args.no_cache,
-        ablate=args.ablate,
-        ablate_mode=args.ablate_mode,
-    )
-
-
-def _inspect(args: argparse.Namespace) -> None:
-    from tinygpt.explain.inspect import describe, inspect_prompt
-
-    if args.prompt is None and (args.layer is not None or args.head is not None):
-        raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
-    if args.prompt is None and (args.lens or args.ablate):
-        raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
-    if args.json and not args.heads:
-        raise UserError("--json prints the --heads table as JSON; add --heads")
-    if args.heads:
-        from tinygpt.explain.heads import checkpoint_heads, heads_json, heads_table
-
-        heads = checkpoint_heads(args.checkpoint, args.windows)
-        print(heads_json(heads) if args.json else heads_table(heads))
-        return
-    report = describe(args.checkpoint)  # both built before either is printed: a mistake prints nothing
-    if args.prompt is not None:
-        report += "\n\n" + inspect_prompt(
-            args.checkpoint, args.prompt, args.layer, args.head, args.lens, args.ablate, args.ablate_mode
-        )
-    print(report)
-
-
-def _explain(args: argparse.Namespace) -> None:
-    from tinygpt.explain.walkthrough import explain, explain_vectors
-
-    by_hand = [args.q, args.keys, args.values]
-    if any(x is not None for x in by_hand):
-        if any(x is None for x in by_hand):
-            raise UserError("--q, --keys and --values go together: give all three")
-        print(explain_vectors(args.q, args.keys, args.values))
-        return
-    from tinygpt.checkpoint import chosen_checkpoint
-
-    checkpoint = chosen_checkpoint(args.checkpoint)
-    if args.html is not None:
-        if args.ablate or args.backward:
-            raise UserError("--ablate and --backward are for the walkthrough in the terminal, not the page")
-        from tinygpt.explain.page import write_page
-
-        print(write_page(checkpoint, args.prompt, args.html or None, args.layer, args.head, args.token))
-        return
-    print(
-        explain(
-            checkpoint,
-            args.prompt,
-            args.layer,
-            args.head,
-            args.token,
-            args.dims,
-            args.ablate,
-            args.ablate_mode,
-            args.backward,
-            args.lr,
-        )
-    )
-
-
-def read_prompt_file(path: str) -> str:
-    """--prompt-file's text: the whole file, read as UTF-8 (a byte-order mark dropped, line ends as \\n)."""
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise UserError(
-            f"--prompt-file {path} does not exist; pass a UTF-8 text file holding the prompt"
-        ) from None
-    except IsADirectoryError:
-        raise UserError(f"--prompt-file {path} is a directory; pass a text file holding the prompt") from None
-    except PermissionError:
-        raise UserError(f"--prompt-file {path} cannot be read (permission denied)") from None
-    except UnicodeDecodeError as e:
-        raise UserError(
-            f"--prompt-file {path} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
-        ) from None
 
 
 def _numbers(text: str) -> list[float]:
@@ -169,45 +37,17 @@ def _html_path(text: str) -> str:
     return text
 
 
-def _export(args: argparse.Namespace) -> None:
-    from tinygpt.export import export
-
-    print(export(args.checkpoint, args.out_dir, args.format))
-
-
-def _evaluate(args: argparse.Namespace) -> None:
-    from tinygpt.evaluate import evaluate_checkpoint
-
-    result = evaluate_checkpoint(
-        args.checkpoint, args.corpus, args.split, args.batch_size, args.device, progress=not args.quiet
-    )
-    print(result.summary())
-
-
-def _bench(args: argparse.Namespace) -> None:
-    import json
-
-    from tinygpt.bench import benchmark, format_report
-    from tinygpt.config import load_config
-
-    if args.steps < 1 or args.warmup < 0 or any(n < 1 for n in args.lengths):
-        raise UserError("--steps and every --lengths value must be at least 1, --warmup at least 0")
-    config = load_config(args.config, args.set)
-    result = benchmark(config, args.steps, args.warmup, args.lengths, progress=not args.quiet)
-    print(json.dumps(result, indent=2) if args.json else format_report(result))
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tinygpt", description="A small, transparent character-level GPT.")
     parser.add_argument("--version", action="version", version=f"tinygpt {package_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    _add_train(commands)
-    _add_sample(commands)
-    _add_inspect(commands)
-    _add_explain(commands)
-    _add_export(commands)
-    _add_evaluate(commands)
-    _add_bench(commands)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    _add_train(subparsers)
+    _add_sample(subparsers)
+    _add_inspect(subparsers)
+    _add_explain(subparsers)
+    _add_export(subparsers)
+    _add_evaluate(subparsers)
+    _add_bench(subparsers)
     return parser
 
 
@@ -246,8 +86,8 @@ def _config_help() -> str:
     return f"a YAML config file, or a shipped config by name: {', '.join(shipped_configs())}"
 
 
-def _add_train(commands) -> None:
-    p = commands.add_parser(
+def _add_train(subparsers) -> None:
+    p = subparsers.add_parser(
         "train",
         help="train a model from a YAML config",
         epilog="examples:\n"
@@ -267,11 +107,11 @@ def _add_train(commands) -> None:
     )
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last.pt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_train)
+    p.set_defaults(func=commands.train)
 
 
-def _add_sample(commands) -> None:
-    p = commands.add_parser(
+def _add_sample(subparsers) -> None:
+    p = subparsers.add_parser(
         "sample",
         help="generate text from a checkpoint",
         epilog='example: tinygpt sample --prompt "ROMEO:" --max-new-tokens 300',
@@ -291,11 +131,11 @@ def _add_sample(commands) -> None:
         help="recompute the whole window each step (exact sliding window, slower)",
     )
     _add_ablate(p)
-    p.set_defaults(func=_sample)
+    p.set_defaults(func=commands.sample)
 
 
-def _add_inspect(commands) -> None:
-    p = commands.add_parser(
+def _add_inspect(subparsers) -> None:
+    p = subparsers.add_parser(
         "inspect", help="describe a checkpoint", epilog="example: tinygpt inspect checkpoints/cpu/best.pt"
     )
     p.add_argument("checkpoint", help="a .pt file written by training")
@@ -307,11 +147,11 @@ def _add_inspect(commands) -> None:
     p.add_argument("--json", action="store_true", help="with --heads: the same as JSON")
     p.add_argument("--windows", type=int, default=16, help="with --heads: validation windows scored (16)")
     _add_ablate(p)
-    p.set_defaults(func=_inspect)
+    p.set_defaults(func=commands.inspect)
 
 
-def _add_explain(commands) -> None:
-    p = commands.add_parser(
+def _add_explain(subparsers) -> None:
+    p = subparsers.add_parser(
         "explain",
         help="walk one character through one attention head, every number printed; or write an HTML page",
         epilog='example: tinygpt explain checkpoints/cpu/best.pt --prompt "ROMEO:" --layer 1 --head 2 '
@@ -344,11 +184,11 @@ def _add_explain(commands) -> None:
     p.add_argument("--q", type=_numbers, metavar="Q", help="by hand, without a model: a query, e.g. 1,0.5")
     p.add_argument("--keys", type=_numbers, nargs="+", metavar="K", help="by hand: keys, e.g. 1,0 0.5,1")
     p.add_argument("--values", type=_numbers, nargs="+", metavar="V", help="by hand: one value per key")
-    p.set_defaults(func=_explain)
+    p.set_defaults(func=commands.explain)
 
 
-def _add_export(commands) -> None:
-    p = commands.add_parser(
+def _add_export(subparsers) -> None:
+    p = subparsers.add_parser(
         "export",
         help="write a checkpoint for Hugging Face transformers or as bare safetensors",
         description="Write a checkpoint's model into a new directory: --format hf for "
@@ -364,11 +204,11 @@ def _add_export(commands) -> None:
         default="hf",
         help="hf: a transformers GPT-2 directory; safetensors: bare weights + JSON (default hf)",
     )
-    p.set_defaults(func=_export)
+    p.set_defaults(func=commands.export)
 
 
-def _add_evaluate(commands) -> None:
-    p = commands.add_parser(
+def _add_evaluate(subparsers) -> None:
+    p = subparsers.add_parser(
         "evaluate",
         help="a checkpoint's loss on a whole split of a corpus, every character predicted once",
         description="The mean cross-entropy (nats per character) of a checkpoint on a corpus's "
@@ -383,11 +223,11 @@ def _add_evaluate(commands) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="default auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_evaluate)
+    p.set_defaults(func=commands.evaluate)
 
 
-def _add_bench(commands) -> None:
-    p = commands.add_parser(
+def _add_bench(subparsers) -> None:
+    p = subparsers.add_parser(
         "bench",
         help="measure training and generation speed, memory and MFU for a config",
         epilog="example: tinygpt bench --config configs/cpu.yaml --json",
@@ -407,7 +247,7 @@ def _add_bench(commands) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_bench)
+    p.set_defaults(func=commands.bench)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -418,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     try:
         if getattr(args, "prompt_file", None) is not None:
-            args.prompt = read_prompt_file(args.prompt_file)
+            args.prompt = commands.read_prompt_file(args.prompt_file)
         return func(args) or 0
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,0 +1,172 @@
+"""What each command does once its options are parsed: one function per command, each
+calling into the package (imported when the command runs, so that a typo in a config is
+reported before torch is loaded). The parser is in tinygpt.cli.
+"""
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from tinygpt.errors import UserError
+
+
+def train(args: argparse.Namespace) -> int:
+    from tinygpt.config import load_config
+
+    config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
+    from tinygpt.training.distributed import is_main_process
+    from tinygpt.training.interrupt import Interrupted
+    from tinygpt.training.loop import train
+
+    try:
+        record = train(config, resume=args.resume, progress=not args.quiet)
+    except Interrupted as e:
+        if is_main_process():
+            print(e, file=sys.stderr)
+            if (Path(config.out_dir) / "last.pt").is_file():
+                print(f"to resume: {resume_command(config.out_dir)}", file=sys.stderr)
+        return e.exit_code
+    if is_main_process():  # under torchrun, once for the job
+        print(
+            f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
+            f"checkpoints in {config.out_dir}"
+        )
+    return 0
+
+
+def resume_command(out_dir: str) -> str:
+    """The command that continues the run in out_dir, from its own resolved config.yaml."""
+    script = sys.argv[0]
+    if Path(script).name != "train.py":
+        program = "tinygpt train"
+    elif os.environ.get("WORLD_SIZE", "1") != "1":  # started by torchrun, whose options we cannot see
+        program = f"torchrun <its options as before> {shlex.quote(script)}"
+    else:
+        program = f"python {shlex.quote(script)}"
+    return f"{program} --config {shlex.quote(str(Path(out_dir) / 'config.yaml'))} --resume"
+
+
+def sample(args: argparse.Namespace) -> None:
+    from tinygpt.sample import sample
+
+    sample(
+        args.checkpoint,
+        args.prompt,
+        args.max_new_tokens,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        args.num_samples,
+        args.seed,
+        args.device,
+        use_cache=not args.no_cache,
+        ablate=args.ablate,
+        ablate_mode=args.ablate_mode,
+    )
+
+
+def inspect(args: argparse.Namespace) -> None:
+    from tinygpt.explain.inspect import describe, inspect_prompt
+
+    if args.prompt is None and (args.layer is not None or args.head is not None):
+        raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
+    if args.prompt is None and (args.lens or args.ablate):
+        raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
+    if args.json and not args.heads:
+        raise UserError("--json prints the --heads table as JSON; add --heads")
+    if args.heads:
+        from tinygpt.explain.heads import checkpoint_heads, heads_json, heads_table
+
+        heads = checkpoint_heads(args.checkpoint, args.windows)
+        print(heads_json(heads) if args.json else heads_table(heads))
+        return
+    report = describe(args.checkpoint)  # both built before either is printed: a mistake prints nothing
+    if args.prompt is not None:
+        report += "\n\n" + inspect_prompt(
+            args.checkpoint, args.prompt, args.layer, args.head, args.lens, args.ablate, args.ablate_mode
+        )
+    print(report)
+
+
+def explain(args: argparse.Namespace) -> None:
+    from tinygpt.explain.walkthrough import explain, explain_vectors
+
+    by_hand = [args.q, args.keys, args.values]
+    if any(x is not None for x in by_hand):
+        if any(x is None for x in by_hand):
+            raise UserError("--q, --keys and --values go together: give all three")
+        print(explain_vectors(args.q, args.keys, args.values))
+        return
+    from tinygpt.checkpoint import chosen_checkpoint
+
+    checkpoint = chosen_checkpoint(args.checkpoint)
+    if args.html is not None:
+        if args.ablate or args.backward:
+            raise UserError("--ablate and --backward are for the walkthrough in the terminal, not the page")
+        from tinygpt.explain.page import write_page
+
+        print(write_page(checkpoint, args.prompt, args.html or None, args.layer, args.head, args.token))
+        return
+    print(
+        explain(
+            checkpoint,
+            args.prompt,
+            args.layer,
+            args.head,
+            args.token,
+            args.dims,
+            args.ablate,
+            args.ablate_mode,
+            args.backward,
+            args.lr,
+        )
+    )
+
+
+def read_prompt_file(path: str) -> str:
+    """--prompt-file's text: the whole file, read as UTF-8 (a byte-order mark dropped, line ends as \\n)."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise UserError(
+            f"--prompt-file {path} does not exist; pass a UTF-8 text file holding the prompt"
+        ) from None
+    except IsADirectoryError:
+        raise UserError(f"--prompt-file {path} is a directory; pass a text file holding the prompt") from None
+    except PermissionError:
+        raise UserError(f"--prompt-file {path} cannot be read (permission denied)") from None
+    except UnicodeDecodeError as e:
+        raise UserError(
+            f"--prompt-file {path} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
+        ) from None
+
+
+def export(args: argparse.Namespace) -> None:
+    from tinygpt.export import export
+
+    print(export(args.checkpoint, args.out_dir, args.format))
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    from tinygpt.evaluate import evaluate_checkpoint
+
+    result = evaluate_checkpoint(
+        args.checkpoint, args.corpus, args.split, args.batch_size, args.device, progress=not args.quiet
+    )
+    print(result.summary())
+
+
+def bench(args: argparse.Namespace) -> None:
+    import json
+
+    from tinygpt.bench import benchmark, format_report
+    from tinygpt.config import load_config
+
+    if args.steps < 1 or args.warmup < 0 or any(n < 1 for n in args.lengths):
+        raise UserError("--steps and every --lengths value must be at least 1, --warmup at least 0")
+    config = load_config(args.config, args.set)
+    result = benchmark(config, args.steps, args.warmup, args.lengths, progress=not args.quiet)
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
