@@ -17,6 +17,7 @@ from tinygpt.explain.trace import trace_prompt
 
 pytestmark = pytest.mark.slow  # headless Chromium
 
+NEEDS = "apt-get install chromium, and the playwright Python package (pip install -e '.[test]')"
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 FLAGS = [
     "--no-sandbox",
@@ -36,10 +37,10 @@ def browser():
     if CHROMIUM is None:
         if os.environ.get("CI"):
             pytest.fail("CI must have Chromium: .ci/run installs Debian's chromium package")
-        pytest.skip("no Chromium on this machine (apt-get install chromium) to drive the page in")
-    from playwright.sync_api import sync_playwright
+        pytest.skip(f"no Chromium on this machine to drive the page in: {NEEDS}")
+    playwright = pytest.importorskip("playwright.sync_api", reason=f"no playwright: {NEEDS}")
 
-    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+    with playwright.sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
         context = p.chromium.launch_persistent_context(
             profile,
             executable_path=CHROMIUM,
