@@ -1,11 +1,15 @@
 """out_dir values that no file system takes, or that point nowhere: one clear error each, nothing written."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import tiny_raw
 
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.cli import main
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.training.loop import train
@@ -59,3 +63,22 @@ def test_a_symlink_in_the_run_directory_is_replaced_never_written_through(corpus
     assert outside.read_text() == "not yours"
     if (run / name).exists():
         assert not (run / name).is_symlink()
+
+
+def test_resuming_a_copied_runs_own_config_resumes_the_copy_and_leaves_the_original(
+    corpus_file, tmp_path, capsys
+):
+    """cp -r run copy; train --config copy/config.yaml --resume: the copy goes on, the original stays."""
+    original = tmp_path / "run"
+    train(from_dict(tiny_raw(corpus_file, original, max_iters=20)), progress=False)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    before = (original / "last.pt").read_bytes()
+    config = yaml.safe_load((copy / "config.yaml").read_text())
+    config["train"]["max_iters"] = 40
+    (copy / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "--config", str(copy / "config.yaml"), "--resume", "--quiet"]) == 0
+    assert read_checkpoint(copy / "last.pt")["record"]["step"] == 40
+    assert (original / "last.pt").read_bytes() == before
+    note = f"note: resuming {copy}, whose config.yaml this is (it was written for {original})"
+    assert note in capsys.readouterr().err

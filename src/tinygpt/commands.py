@@ -16,6 +16,8 @@ def train(args: argparse.Namespace) -> int:
     from tinygpt.config import load_config
 
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
+    if args.resume:
+        config.out_dir = run_of_own_config(args.config, config.out_dir, args.set)
     from tinygpt.training.distributed import is_main_process
     from tinygpt.training.interrupt import Interrupted
     from tinygpt.training.loop import train
@@ -34,6 +36,22 @@ def train(args: argparse.Namespace) -> int:
             f"checkpoints in {config.out_dir}"
         )
     return 0
+
+
+def run_of_own_config(config_path: str, out_dir: str, overrides: list[str]) -> str:
+    """The run to resume: a run directory's own config.yaml resumes that directory.
+
+    config.yaml records the out_dir it was written for, so a copied run's config would
+    otherwise resume (and change) the original. `--set out_dir=…` still decides.
+    """
+    here = Path(config_path).parent
+    own = Path(config_path).name == "config.yaml" and (here / "last.pt").is_file()
+    if not own or any(o.partition("=")[0].strip() == "out_dir" for o in overrides):
+        return out_dir
+    if Path(out_dir).expanduser().resolve() != here.resolve():
+        note = f"note: resuming {here}, whose config.yaml this is (it was written for {out_dir})"
+        print(note, file=sys.stderr)
+    return str(here)
 
 
 def resume_command(out_dir: str) -> str:
