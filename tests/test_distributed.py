@@ -141,3 +141,13 @@ def test_ranks_leave_together_only_after_a_job_that_went_well(monkeypatch, ends)
                 raise UserError("bad")
     barrier = [("barrier", {"device_ids": None})] if ends == "well" else []
     assert calls == ["init", *barrier, "destroy"]
+
+
+def test_a_config_mistake_under_torchrun_is_said_once_for_the_job(corpus_file, tmp_path):
+    raw = tiny_raw(corpus_file, tmp_path / "run")
+    raw["train"]["lerning_rate"] = 1e-3  # misspelt: every rank finds it
+    result = torchrun(ROOT / "scripts" / "train.py", raw, tmp_path)
+    assert result.returncode != 0
+    said = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    hint = "did you mean 'train.learning_rate'?"
+    assert said == [f"error: {tmp_path / 'run.yaml'}: unknown key 'train.lerning_rate'; {hint}"]  # one rank

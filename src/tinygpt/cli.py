@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tinygpt import commands
 from tinygpt.config import DEVICES, shipped_configs
-from tinygpt.errors import UserError
+from tinygpt.errors import RankError, UserError
 
 
 def _numbers(text: str) -> list[float]:
@@ -261,7 +261,8 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
             args.prompt = commands.read_prompt_file(args.prompt_file)
         return func(args) or 0
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if said_by_this_process(e):
+            print(f"error: {e}", file=sys.stderr)
         return leave_job_if_failed(2)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -274,6 +275,12 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
             raise
         traceback.print_exc()
         return leave_job_if_failed(1)
+
+
+def said_by_this_process(error: UserError) -> bool:
+    """Under torchrun every rank meets a mistake in the config or the command alike: rank 0 says it,
+    once for the job; a mistake one rank met on its own (a RankError) is said by that rank."""
+    return isinstance(error, RankError) or os.environ.get("RANK", "0") == "0"
 
 
 def in_torchrun_job() -> bool:

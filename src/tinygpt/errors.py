@@ -8,3 +8,7 @@ tinygpt and is allowed to show its traceback.
 
 class UserError(Exception):
     """A problem with the user's input (config, file, prompt, checkpoint), with how to fix it."""
+
+
+class RankError(UserError):
+    """A UserError that one process of a torchrun job met on its own (the others may not have)."""

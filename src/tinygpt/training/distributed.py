@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from tinygpt.errors import UserError
+from tinygpt.errors import RankError, UserError
 
 TIMEOUT = timedelta(minutes=10)  # longest wait in one collective: well above a checkpoint save or an eval
 T = TypeVar("T")
@@ -170,7 +170,7 @@ def process_group(device: torch.device) -> Iterator[Ranks]:
         yield ranks
         leave_together(ranks)
     except UserError as e:
-        raise UserError(f"rank {ranks.rank} of {ranks.world_size}: {e}") from None
+        raise RankError(f"rank {ranks.rank} of {ranks.world_size}: {e}") from None
     finally:
         dist.destroy_process_group()
 
