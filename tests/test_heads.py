@@ -7,6 +7,7 @@ import torch
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.ablate import ablated, mean_head_outputs, parse_heads
+from tinygpt.data import validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.heads import (
     attention_weights,
@@ -17,7 +18,6 @@ from tinygpt.explain.heads import (
     label,
     loss,
     role_scores,
-    validation_windows,
 )
 from tinygpt.explain.lens import logit_lens
 

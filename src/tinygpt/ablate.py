@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from tinygpt.checkpoint import read_checkpoint
-from tinygpt.data import validation_split_of
+from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
 
@@ -113,14 +113,10 @@ def ablation(
     if spec is None:
         return nullcontext()
     heads = parse_heads(spec, model.config.n_layer, model.config.n_head)
-    if mode not in MODES:
-        raise UserError(f"--ablate-mode {mode!r}: use one of {', '.join(MODES)}")
     means = None
     if mode == "mean":
         block = model.config.block_size
         val = validation_split_of(read_checkpoint(checkpoint), block, checkpoint)
-        span = len(val) - block
-        starts = torch.linspace(0, max(span, 0), MEAN_WINDOWS).round().long().unique().tolist()
-        windows = torch.stack([val[s : s + block].long() for s in starts]).to(model.wte.weight.device)
-        means = mean_head_outputs(model, windows)
+        windows = validation_windows(val, block, MEAN_WINDOWS)[:, :-1]  # (N, T): inputs only
+        means = mean_head_outputs(model, windows.to(model.wte.weight.device))
     return ablated(model, heads, mode, means)

@@ -182,3 +182,12 @@ def validation_split_of(payload: dict, block_size: int, path: str | Path) -> tor
             "this needs the text the model learned from"
         )
     return corpus.val
+
+
+def validation_windows(ids: torch.Tensor, block_size: int, count: int) -> torch.Tensor:
+    """`count` windows of block_size + 1 ids at evenly spaced starts through the split: (N, T + 1)."""
+    span = len(ids) - block_size - 1
+    if span < 0:
+        raise ValueError("the split is shorter than one window")
+    starts = torch.linspace(0, span, count).round().long().unique()
+    return torch.stack([ids[s : s + block_size + 1].long() for s in starts.tolist()])

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from tinygpt.ablate import ablated
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
-from tinygpt.data import validation_split_of
+from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
 
@@ -68,15 +68,6 @@ class HeadReport:
             "importance": self.importance,
             "induction_loss": self.induction_loss,
         }
-
-
-def validation_windows(ids: torch.Tensor, block_size: int, count: int = WINDOWS) -> torch.Tensor:
-    """`count` windows of block_size + 1 ids at evenly spaced starts through the split: (N, T + 1)."""
-    span = len(ids) - block_size - 1
-    if span < 0:
-        raise ValueError("the split is shorter than one window")
-    starts = torch.linspace(0, span, count).round().long().unique()
-    return torch.stack([ids[s : s + block_size + 1].long() for s in starts.tolist()])
 
 
 def induction_probes(vocab_size: int, block_size: int, count: int = PROBES) -> torch.Tensor:
