@@ -10,8 +10,8 @@ from tinygpt.config import TrainSection, from_dict
 from tinygpt.data import Batches
 from tinygpt.device import pick_device
 from tinygpt.training.loop import train
+from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import autocast_for, prepare_device, resolve_dtype
-from tinygpt.training.step import make_optimizer
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -12,8 +12,9 @@ from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.training.loop import train
+from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import out_of_memory
-from tinygpt.training.step import lr_at, make_optimizer
+from tinygpt.training.step import lr_at
 
 
 def test_training_learns_and_writes_a_complete_run_directory(tiny_config):

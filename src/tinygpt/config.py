@@ -79,7 +79,12 @@ class TrainSection:
     learning_rate: float = setting(1e-3, "peak learning rate", low=0.0, low_open=True)
     min_lr: float = setting(1e-4, "learning rate at the end of the cosine decay", low=0.0)
     warmup_iters: int = setting(100, "steps of linear warm-up from 0", low=0)
-    weight_decay: float = setting(0.1, "AdamW weight decay, on 2-D weights only", low=0.0)
+    optimizer: str = setting(
+        "adamw",
+        "adamw; or muon: torch.optim.Muon for the blocks' matrices, AdamW for the rest (torch >= 2.9)",
+        choices=("adamw", "muon"),
+    )
+    weight_decay: float = setting(0.1, "weight decay, on 2-D weights only", low=0.0)
     betas: list[float] = setting([0.9, 0.99], "AdamW betas [beta1, beta2], each in [0, 1)")
     grad_clip: float = setting(1.0, "clip the gradient norm to this; 0 turns clipping off", low=0.0)
     eval_interval: int = setting(250, "steps between evaluations and checkpoints", low=1)

@@ -14,8 +14,9 @@ from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.memory import check_fits
+from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import Precision, check_compile_works, precision_for, prepare_device
-from tinygpt.training.step import global_batch, lr_at, make_optimizer, train_step
+from tinygpt.training.step import global_batch, lr_at, train_step
 
 
 @dataclass
@@ -51,6 +52,16 @@ class Setup:
             self.ranks,
         )
 
+    def _restore_optimizer(self, saved: dict[str, Any]) -> None:
+        was = saved.get("config", {}).get("train", {}).get("optimizer", "adamw")
+        now = self.config.train.optimizer
+        if was != now:
+            raise UserError(
+                f"--resume: the run trained with train.optimizer {was}, the config says {now}; "
+                f"resume with the run's own config.yaml (or --set train.optimizer={was})"
+            )
+        self.optimizer.load_state_dict(saved["optimizer"])
+
     def rng_state(self) -> dict[str, torch.Tensor]:
         """This rank's random states, as a checkpoint keeps them."""
         state = {"torch": torch.get_rng_state(), "batches": self.generator.get_state()}
@@ -60,7 +71,7 @@ class Setup:
 
     def restore(self, saved: dict[str, Any]) -> None:
         """The optimizer and this rank's random states from a last.pt (weights are set up from it)."""
-        self.optimizer.load_state_dict(saved["optimizer"])
+        self._restore_optimizer(saved)
         by_rank = saved.get("rank_rng", [saved["rng"]])
         if self.ranks.rank >= len(by_rank):  # a rank the saved run did not have starts its own stream
             return

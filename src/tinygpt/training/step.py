@@ -1,28 +1,14 @@
-"""One optimizer step, its learning rate, its optimizer, and the loss estimate at evaluations."""
+"""One optimizer step, its learning rate, and the loss estimate at evaluations."""
 
 import math
 from collections.abc import Callable
 
 import torch
-from torch.torch_version import TorchVersion
 
 from tinygpt.config import TrainSection
 from tinygpt.data import Batches
-from tinygpt.model import GPT
 from tinygpt.training.distributed import ONE_PROCESS, Ranks
 from tinygpt.training.precision import Precision
-
-
-def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices (dim ≥ 2) only: biases, norms' gains stay undecayed."""
-    params = [p for p in model.parameters() if p.requires_grad]  # the tied weight appears once
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    assert len(decay) + len(no_decay) == len(params), "every parameter in exactly one group"
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # fused: one kernel per tensor for the whole update, faster than foreach (on CPU from torch 2.4)
-    fused = device.type == "cuda" or (device.type == "cpu" and TorchVersion(torch.__version__) >= "2.4")
-    return torch.optim.AdamW(groups, lr=t.learning_rate, betas=tuple(t.betas), fused=fused, foreach=not fused)
 
 
 def global_batch(t: TrainSection, ranks: Ranks) -> int:
