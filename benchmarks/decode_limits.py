@@ -1,0 +1,101 @@
+"""How far cached generation is from what the CPU allows, at the shakespeare_char size.
+
+    python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 2000
+
+Each new character (batch 1, KV cache) multiplies every weight matrix by one vector: about
+2·N FLOPs for N parameters (plus attention over the cache), and every weight byte read once.
+This measures, in one process: the float32 matmul peak (the best of square matmuls), the
+memory bandwidth (the best of summing a float32 buffer far larger than the caches), and the
+model's cached generation; and prints the time per token each of the first two allows
+beside the time it takes.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
+
+import torch
+
+from tinygpt.config import load_config
+from tinygpt.model import GPT, GPTConfig
+
+
+def best_seconds(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def matmul_peak() -> float:
+    """FLOP/s of the fastest of 512², 1024² and 2048² float32 matmuls."""
+    rates = []
+    for n in (512, 1024, 2048):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        rates.append(2 * n**3 / best_seconds(lambda a=a, b=b: a @ b, 5))
+    return max(rates)
+
+
+def bandwidth() -> float:
+    """Bytes/s of reading a 512 MiB float32 buffer (summing it)."""
+    buffer = torch.ones(128 * 2**20)
+    return buffer.numel() * 4 / best_seconds(buffer.sum, 5)
+
+
+def main() -> None:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
+    parser.add_argument("--config", default="configs/shakespeare_char.yaml")
+    parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the result to this JSON file")
+    args = parser.parse_args()
+    m = load_config(args.config).model
+    model = GPT(GPTConfig(vocab_size=65, **vars(m))).eval()
+    weights = sum(p.numel() for p in model.parameters())
+    flops_per_token = 2 * weights + 4 * m.n_layer * m.n_embd * m.block_size // 2  # matmuls + mean cache
+    prompt = torch.zeros((1, 1), dtype=torch.long)
+    model.generate(prompt, 20)
+    runs = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        model.generate(prompt, args.tokens)
+        runs.append(args.tokens / (time.perf_counter() - start))
+    peak, stream = matmul_peak(), bandwidth()
+    measured = 1 / statistics.median(runs)
+    result = {
+        "parameters": weights,
+        "weight_bytes": weights * 4,
+        "flops_per_token": flops_per_token,
+        "matmul_peak_flops": peak,
+        "bandwidth_bytes_per_s": stream,
+        "tokens_per_s": statistics.median(runs),
+        "seconds_per_token": {
+            "measured": measured,
+            "arithmetic_at_peak": flops_per_token / peak,
+            "weights_at_bandwidth": weights * 4 / stream,
+        },
+    }
+    s = result["seconds_per_token"]
+    print(
+        f"{weights:,} parameters ({weights * 4 / 1e6:.1f} MB in float32), "
+        f"{flops_per_token / 1e6:.1f} MFLOP a token\n"
+        f"matmul peak {peak / 1e9:.1f} GFLOP/s, memory bandwidth {stream / 1e9:.1f} GB/s\n"
+        f"cached generation: {result['tokens_per_s']:.0f} tokens/s = {measured * 1e3:.2f} ms a token; "
+        f"the arithmetic at peak takes {s['arithmetic_at_peak'] * 1e3:.2f} ms, "
+        f"reading the weights once {s['weights_at_bandwidth'] * 1e3:.2f} ms"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
