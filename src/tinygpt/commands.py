@@ -125,7 +125,8 @@ def explain(args: argparse.Namespace) -> None:
             raise UserError("--ablate and --backward are for the walkthrough in the terminal, not the page")
         from tinygpt.explain.page import write_page
 
-        print(write_page(checkpoint, args.prompt, args.html or None, args.layer, args.head, args.token))
+        where = args.html or None
+        print(write_page(checkpoint, args.prompt, where, args.layer, args.head, args.token, progress=True))
         return
     print(
         explain(
