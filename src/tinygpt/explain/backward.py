@@ -21,6 +21,7 @@ weights of row i.
 
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -103,7 +104,7 @@ def head_output_gradients(model: GPT, ids: list[int]) -> torch.Tensor:
     with torch.no_grad(), exact.explicit_attention(record=True) as full:
         exact(prompt)
     rows = []
-    for i in range(len(ids) - 1):
+    for i in one_thread(range(len(ids) - 1)):
         cache = fixed_cache(exact, [(rec["k"], rec["v"]) for rec in full], i)
         with exact.explicit_attention(record=True) as records:
             logits, _ = exact(prompt[:, i : i + 1], cache=cache)  # (1, 1, vocab)
@@ -114,6 +115,17 @@ def head_output_gradients(model: GPT, ids: list[int]) -> torch.Tensor:
     if not rows:
         return torch.zeros(0, c.n_layer, c.n_head, c.head_size, dtype=torch.float64)
     return torch.stack(rows).cpu()
+
+
+def one_thread(items: range) -> Iterator[int]:
+    """The items, with torch on one thread while each is worked on: a one-character pass is too small to
+    split, and on a busy machine more threads only wait on each other (several times slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield from items
+    finally:
+        torch.set_num_threads(before)
 
 
 def fixed_cache(model: GPT, keys_values: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> KVCache:
