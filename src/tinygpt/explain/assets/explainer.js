@@ -1177,6 +1177,8 @@ window.tinygpt = {
   lens: W && ((ids) => forward(ids).lens.map((logits) => rowsOf(logits, ids.length))),
   // the backward panel's numbers for position i of the shown prompt through head hd of `layer`
   backward: (layer, hd, i) => {
+    const why = backwardUnavailable(state.trace, i);
+    if (why) throw new Error(why);
     const b = rowBackward(state.trace, layer, hd, i);
     return Object.fromEntries(
       Object.entries(b).map(([name, value]) => [name, typeof value === "number" ? value : Array.from(value)]),
