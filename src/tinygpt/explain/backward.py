@@ -119,7 +119,7 @@ def head_output_gradients(model: GPT, ids: list[int]) -> torch.Tensor:
 
 def one_thread(items: range) -> Iterator[int]:
     """The items, with torch on one thread while each is worked on: a one-character pass is too small to
-    split, and on a busy machine more threads only wait on each other (several times slower)."""
+    split, and on a busy machine more threads only wait on each other (BENCHMARKS.md, the page's section)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
