@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.explain.backward import backward_steps, row_backward, step_effect
+from tinygpt.explain.backward import backward_steps, head_output_gradients, row_backward, step_effect
 
 
 def model() -> GPT:
@@ -69,3 +69,17 @@ def test_a_small_step_down_the_gradient_lowers_the_loss():
     before, after, loss, loss_after = step_effect(m, ids, 1, 1, 4, lr=0.05)
     assert before.shape == after.shape == (5,) and not torch.equal(before, after)
     assert loss_after < loss
+
+
+def test_the_pages_gradients_for_every_position_equal_autograds():
+    m = model()
+    ids = torch.randint(9, (12,), generator=torch.Generator().manual_seed(2)).tolist()
+    g = head_output_gradients(m, ids)  # (T − 1, n_layer, n_head, head_size), one position at a time
+    assert g.shape == (11, 2, 2, 8) and g.dtype == torch.float64
+    for i in range(11):
+        for layer in range(2):
+            for head in range(2):
+                expected = autograd_of_the_full_model(m, ids, layer, head, i)["g"]
+                assert (g[i, layer, head] - expected).abs().max().item() < 1e-12, (i, layer, head)
+    assert g.abs().sum() > 0
+    assert head_output_gradients(m, ids[:1]).shape == (0, 2, 2, 8), "one character: no loss to follow"

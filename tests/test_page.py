@@ -10,6 +10,9 @@ import torch
 
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.cli import main
+from tinygpt.explain.backward import head_output_gradients
+from tinygpt.explain.heads import checkpoint_heads
+from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.page import loss_curves, page_data, render_page, write_page
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.trace import trace_prompt
@@ -66,6 +69,10 @@ def test_large_models_carry_the_prompts_trace_instead(odd_checkpoint):
     for layer, lt in zip(sent["layers"], trace.layers, strict=True):
         for key, value in layer.items():
             assert torch.equal(floats(value), getattr(lt, key)), key
+    lens = logit_lens(model, trace.ids)  # (n_layer, T, vocab)
+    assert torch.equal(floats(sent["lens"]), lens)
+    last = floats(sent["lens"])[-1]
+    assert torch.allclose(last, trace.logits, atol=1e-5), "the last layer's lens is the prediction"
 
 
 def test_metrics_beside_the_checkpoint(odd_checkpoint, tmp_path):
@@ -120,3 +127,40 @@ def test_page_checks_the_token(odd_checkpoint, token):
 
     with pytest.raises(UserError, match="outside the prompt"):
         page_data(odd_checkpoint, "KING", token=token)
+
+
+def test_page_carries_each_heads_role(odd_checkpoint):
+    roles = page_data(odd_checkpoint, PROMPT)["roles"]
+    reports = checkpoint_heads(odd_checkpoint).reports
+    assert [(r["layer"], r["head"]) for r in roles] == [(r.layer, r.head) for r in reports]
+    for role, report in zip(roles, reports, strict=True):
+        assert role["label"] == report.label and role["scores"] == report.scores
+        assert role["entropy"] == pytest.approx(report.entropy)
+
+
+def test_a_checkpoint_without_its_corpus_gets_a_page_without_roles(tmp_path):
+    from tinygpt import GPT, GPTConfig
+    from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+
+    config = GPTConfig(vocab_size=3, block_size=8, n_layer=1, n_head=2, n_embd=8)
+    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": list("ab ")}
+    save_checkpoint({**payload, "model": GPT(config).state_dict()}, tmp_path / "bare.pt")
+    data = page_data(tmp_path / "bare.pt", "ab a")
+    assert data["roles"] is None
+    note = data["roles_note"]
+    assert note.startswith("no head roles: ") and "does not say which corpus" in note
+
+
+def test_page_carries_the_gradients_for_the_backward_panel(odd_checkpoint):
+    data = page_data(odd_checkpoint, PROMPT)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    ids = tokenizer.encode(PROMPT)
+    assert data["backward"]["ids"] == ids
+    assert torch.equal(floats(data["backward"]["g"]), head_output_gradients(model, ids).float())
+
+
+def test_writing_the_page_says_what_it_is_doing(odd_checkpoint, tmp_path, capsys):
+    write_page(odd_checkpoint, PROMPT, tmp_path / "p.html", progress=True)
+    err = capsys.readouterr().err
+    for step in ("scoring each head's role", "the gradients for the backward panel", "packing the weights"):
+        assert step in err

@@ -122,21 +122,26 @@ def test_clicking_a_token_shows_its_weights(odd_checkpoint, tmp_path, open_page)
     assert shown_weights(page) == pytest.approx(python_weights(odd_checkpoint, PROMPT, 8), abs=6e-5)
     # hovering a heatmap cell shows its weight
     canvas = page.locator(f'#grid canvas[data-layer="{LAYER}"][data-head="{HEAD}"]')
-    cell = canvas.bounding_box()["width"] / len(PROMPT)
-    canvas.hover(position={"x": 2.5 * cell, "y": 8.5 * cell})
+    canvas.hover(position=cell_centre(canvas, 8, 2))
     tip = page.text_content("#tooltip")
     assert 'query 8 ">" → key 2 "O"' in tip
     weight = python_weights(odd_checkpoint, PROMPT, 8)[2]
     assert tip.endswith(f"weight {weight:.4f}")
     # clicking a row of another head selects it
-    page.locator('#grid canvas[data-layer="0"][data-head="1"]').click(
-        position={"x": cell / 2, "y": 3.5 * cell}
-    )
+    other = page.locator('#grid canvas[data-layer="0"][data-head="1"]')
+    other.click(position=cell_centre(other, 3, 0))
     assert 'Position 3, "L", through layer 0, head 1.' in page.text_content("#arith .lead")
     shot = page.screenshot(full_page=True)
     width, height, pixels = png_pixels(shot)
     assert width == page.viewport_size["width"] and height >= page.viewport_size["height"]
     assert len(set(pixels)) > 16  # drawn: heatmaps, text and curves, not a blank page
+
+
+def cell_centre(canvas, i: int, j: int) -> dict[str, float]:
+    """Where on a heatmap's canvas (in CSS pixels) the cell of query i and key j is, past the axis labels."""
+    cell, margin = (float(canvas.get_attribute(name)) for name in ("data-cell", "data-margin"))
+    scale = canvas.bounding_box()["width"] / float(canvas.get_attribute("width"))
+    return {"x": (margin + (j + 0.5) * cell) * scale, "y": (margin + (i + 0.5) * cell) * scale}
 
 
 def png_pixels(png: bytes) -> tuple[int, int, bytes]:

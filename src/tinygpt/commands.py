@@ -122,10 +122,14 @@ def explain(args: argparse.Namespace) -> None:
     checkpoint = chosen_checkpoint(args.checkpoint)
     if args.html is not None:
         if args.ablate or args.backward:
-            raise UserError("--ablate and --backward are for the walkthrough in the terminal, not the page")
+            raise UserError(
+                "--ablate and --backward are for the walkthrough in the terminal, not the page: "
+                "in the page, click a head's label to switch it off, and 'Show the backward pass'"
+            )
         from tinygpt.explain.page import write_page
 
-        print(write_page(checkpoint, args.prompt, args.html or None, args.layer, args.head, args.token))
+        where = args.html or None
+        print(write_page(checkpoint, args.prompt, where, args.layer, args.head, args.token, progress=True))
         return
     print(
         explain(

@@ -21,12 +21,14 @@ weights of row i.
 
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from tinygpt.explain.glyphs import num, quoted, vec
+from tinygpt.generate import KVCache
 from tinygpt.model import GPT
 
 
@@ -85,6 +87,54 @@ def row_backward(model: GPT, ids: list[int], layer: int, head: int, i: int) -> R
         ddot @ k,
         ddot.unsqueeze(1) * q,
     )
+
+
+def head_output_gradients(model: GPT, ids: list[int]) -> torch.Tensor:
+    """Step 2 for every position at once: g[i, l, h] = dL_i/dy_i of head h of layer l, where L_i is the
+    loss of predicting ids[i + 1]; in float64, (T − 1, n_layer, n_head, head_size).
+
+    y_i reaches L_i only through position i's own stream: earlier positions' keys and values do not
+    depend on it, and later positions do not reach L_i. So each position runs alone, its earlier
+    keys and values given (a KV cache from one pass over the prompt, held fixed), and one backward
+    pass from L_i gives g for every layer and head. The page works steps 3–6 out itself from these.
+    """
+    exact = copy.deepcopy(model).double().eval()
+    device = exact.wte.weight.device
+    prompt = torch.tensor([ids], device=device)  # (1, T)
+    with torch.no_grad(), exact.explicit_attention(record=True) as full:
+        exact(prompt)
+    rows = []
+    for i in one_thread(range(len(ids) - 1)):
+        cache = fixed_cache(exact, [(rec["k"], rec["v"]) for rec in full], i)
+        with exact.explicit_attention(record=True) as records:
+            logits, _ = exact(prompt[:, i : i + 1], cache=cache)  # (1, 1, vocab)
+        loss = F.cross_entropy(logits[0, 0], prompt[0, i + 1])
+        grads = torch.autograd.grad(loss, [rec["heads"] for rec in records])  # each (1, nh, 1, hs)
+        rows.append(torch.stack([g[0, :, 0] for g in grads]))  # (n_layer, nh, hs)
+    c = exact.config
+    if not rows:
+        return torch.zeros(0, c.n_layer, c.n_head, c.head_size, dtype=torch.float64)
+    return torch.stack(rows).cpu()
+
+
+def one_thread(items: range) -> Iterator[int]:
+    """The items, with torch on one thread while each is worked on: a one-character pass is too small to
+    split, and on a busy machine more threads only wait on each other (BENCHMARKS.md, the page's section)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield from items
+    finally:
+        torch.set_num_threads(before)
+
+
+def fixed_cache(model: GPT, keys_values: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> KVCache:
+    """A KV cache holding the first `length` positions of each layer's keys and values (1, nh, T, hs)."""
+    cache = KVCache(model.config, batch_size=1)
+    for layer, (k, v) in enumerate(keys_values):
+        cache.store(layer, k[:, :, :length], v[:, :, :length])
+    cache.advance(length)
+    return cache
 
 
 def step_effect(

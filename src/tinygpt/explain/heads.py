@@ -157,31 +157,56 @@ class Heads:
     induction_loss: float  # loss on the probes' second copies
 
 
+@dataclass
+class HeadRole:
+    """What one head does, from its attention weights alone (no ablation)."""
+
+    layer: int
+    head: int
+    scores: dict[str, float]  # role -> mean attention weight where the role says
+    label: str  # the best role that clears its threshold, or "mixed"
+    entropy: float  # nats
+
+
+def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, word_ends: list[int]) -> list[HeadRole]:
+    """Every head's role scores, label and entropy: text (N, T) validation inputs, probes (P, 2·half)."""
+    roles = []
+    text_weights = attention_weights(model, text)
+    probe_weights = attention_weights(model, probes)
+    for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
+        scores = role_scores(tw, text, word_ends)
+        scores["induction"] = induction_scores(pw)
+        heat = entropy(tw)
+        for head in range(model.config.n_head):
+            mine = {role: round(float(scores[role][head]), 6) for role in ROLES}
+            roles.append(HeadRole(layer, head, mine, label(mine), float(heat[head])))
+    return roles
+
+
 def head_reports(model: GPT, val_ids: torch.Tensor, word_ends: list[int], windows: int = WINDOWS) -> Heads:
     """The report of every head of `model`, scored on val_ids (a validation split's ids)."""
     cfg = model.config
     text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
     probes = induction_probes(cfg.vocab_size, cfg.block_size)  # (P, 2·half)
     half = probes.size(1) // 2  # targets from index half on predict the second copy's 2nd character on
-    text_weights = attention_weights(model, text[:, :-1])
-    probe_weights = attention_weights(model, probes)
     base_loss = loss(model, text)
     base_induction = loss(model, probes, from_position=half)
     reports = []
-    for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
-        scores = role_scores(tw, text[:, :-1], word_ends)
-        scores["induction"] = induction_scores(pw)
-        heat = entropy(tw)
-        for head in range(cfg.n_head):
-            mine = {role: round(float(scores[role][head]), 6) for role in ROLES}
-            with ablated(model, [(layer, head)]):
-                off_loss = loss(model, text)
-                off_induction = loss(model, probes, from_position=half)
-            reports.append(
-                HeadReport(
-                    layer, head, mine, label(mine), float(heat[head]), off_loss - base_loss, off_induction
-                )
+    for role in head_roles(model, text[:, :-1], probes, word_ends):
+        with ablated(model, [(role.layer, role.head)]):
+            off_loss = loss(model, text)
+            off_induction = loss(model, probes, from_position=half)
+        reports.append(
+            HeadReport(
+                role.layer,
+                role.head,
+                role.scores,
+                role.label,
+                role.entropy,
+                off_loss - base_loss,
+                off_induction,
             )
+        )
     return Heads(reports, base_loss, base_induction)
 
 
@@ -192,12 +217,27 @@ def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
     """Every head of a checkpoint, scored on the validation split of the corpus it was trained on."""
     payload = read_checkpoint(checkpoint)
     model = model_from_payload(payload, checkpoint).eval()
-    chars = payload["tokenizer"]
+    val, word_ends = scoring_text(payload, model, checkpoint, windows)
+    return head_reports(model, val, word_ends, windows)
+
+
+def scoring_text(
+    payload: dict, model: GPT, checkpoint: str | Path, windows: int
+) -> tuple[torch.Tensor, list[int]]:
+    """The validation ids heads are scored on, and the ids that end a word, for a checkpoint's payload."""
     if windows < 1:
         raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
+    chars = payload["tokenizer"]
     val = validation_split_of(payload, model.config.block_size, checkpoint)
-    word_ends = [chars.index(c) for c in WORD_ENDS if c in chars]
-    return head_reports(model, val, word_ends, windows)
+    return val, [chars.index(c) for c in WORD_ENDS if c in chars]
+
+
+def page_roles(payload: dict, model: GPT, checkpoint: str | Path, windows: int = WINDOWS) -> list[HeadRole]:
+    """The roles the explainer page labels its heatmaps with (scores only: no ablation losses)."""
+    val, word_ends = scoring_text(payload, model, checkpoint, windows)
+    cfg = model.config
+    text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
+    return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size), word_ends)
 
 
 def heads_json(heads: Heads) -> str:

@@ -1,17 +1,22 @@
 """The interactive explainer page: one self-contained HTML file, built from a checkpoint and a prompt.
 
-The page (explain/assets/explainer.html, .css, .js, inlined) shows the prompt's tokens
-with their top-5 next characters, a layer × head grid of attention heatmaps,
-the arithmetic of any clicked row, a PCA map of the character embeddings and
-the run's loss curves. For models up to LIVE_LIMIT parameters it carries the
-weights and runs the forward pass itself, so any typed prompt updates
-everything; larger models carry the one prompt's trace, computed here.
+The page (explain/assets/explainer.html, .css, .js, inlined) opens with attention on
+a worked example small enough to read, then shows the prompt's tokens with their top-5
+next characters and the logit lens, a layer × head grid of attention heatmaps labelled
+with each head's role (explain/heads.py; a click on the label switches the head off),
+the arithmetic of any clicked row and, behind a toggle, its backward pass, a PCA map of
+the character embeddings and the run's loss curves. For models up to LIVE_LIMIT
+parameters it carries the weights and runs the forward pass itself, so any typed
+prompt updates everything; larger models carry the one prompt's trace, computed here.
+The backward panel's step 2, the gradient reaching each head's output, is computed
+here for the prompt the page is written for; the page works out the rest itself.
 
 Tensors travel as base64 of little-endian float32 bytes, so the page reads the
 very numbers PyTorch holds.
 """
 
 import base64
+import ctypes
 import html
 import json
 import sys
@@ -21,9 +26,13 @@ from string import Template
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.explain.backward import head_output_gradients
+from tinygpt.explain.heads import page_roles
+from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files import write_atomic
@@ -39,7 +48,7 @@ def tensor_data(t: torch.Tensor) -> dict[str, Any]:
     flat = t.detach().to("cpu", torch.float32).flatten().clone()  # own storage, exactly numel values
     if sys.byteorder == "big":
         flat = flat.view(torch.uint8).view(-1, 4).flip(1).contiguous()  # each value's bytes reversed
-    raw = bytes(flat.untyped_storage())
+    raw = ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size())  # one copy, in C
     return {"shape": list(t.shape), "b64": base64.b64encode(raw).decode("ascii")}
 
 
@@ -48,8 +57,8 @@ def model_weights(model: GPT) -> dict[str, dict[str, Any]]:
     return {name: tensor_data(p) for name, p in model.named_parameters()}
 
 
-def trace_data(trace: Trace) -> dict[str, Any]:
-    """A prompt's trace in the same layout the page's own forward pass produces."""
+def trace_data(trace: Trace, lens: torch.Tensor) -> dict[str, Any]:
+    """A prompt's trace in the same layout the page's own forward pass produces, with its logit lens."""
     layer_keys = ("resid", "ln_1", "q", "k", "v", "weights", "heads", "contrib", "out")
     return {
         "ids": trace.ids,
@@ -57,7 +66,22 @@ def trace_data(trace: Trace) -> dict[str, Any]:
         "pos_emb": tensor_data(trace.pos_emb),
         "layers": [{key: tensor_data(getattr(lt, key)) for key in layer_keys} for lt in trace.layers],
         "logits": tensor_data(trace.logits),
+        "lens": tensor_data(lens),  # (n_layer, T, vocab)
     }
+
+
+def roles_data(payload: dict, model: GPT, path: Path) -> tuple[list[dict] | None, str | None]:
+    """Each head's role for the heatmaps' labels, or None and why not (the corpus is not at hand)."""
+    try:
+        roles = page_roles(payload, model, path)
+    except UserError as e:
+        return None, f"no head roles: {e}"
+    return [vars(role) for role in roles], None
+
+
+def backward_data(model: GPT, ids: list[int]) -> dict[str, Any]:
+    """What the backward panel needs from Python: the gradient reaching every head's output."""
+    return {"ids": ids, "g": tensor_data(head_output_gradients(model, ids))}  # (T − 1, L, nh, hs)
 
 
 def loss_curves(run_dir: Path) -> list[dict[str, float]] | None:
@@ -75,8 +99,10 @@ def page_data(
     head: int = 0,
     token: int | None = None,
     live_limit: int = LIVE_LIMIT,
+    steps: tqdm | None = None,
 ) -> dict[str, Any]:
-    """Everything the page shows, as JSON-ready data."""
+    """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing."""
+    steps = steps or tqdm(disable=True)
     path = Path(checkpoint)
     payload = read_checkpoint(path)
     model = model_from_payload(payload, path).eval()
@@ -87,7 +113,12 @@ def page_data(
     coords, share = principal_components(model.wte.weight)
     live = model.num_params() <= live_limit
     metrics = loss_curves(path.parent)
-    return {
+    next_step(steps, "scoring each head's role")
+    roles, roles_note = roles_data(payload, model, path)
+    next_step(steps, f"the gradients for the backward panel ({len(ids) - 1} positions)")
+    backward = backward_data(model, ids)
+    next_step(steps, "packing the weights" if live else "tracing the prompt")
+    data = {
         "checkpoint": path.name,
         "run": path.parent.name,
         "params": model.num_params(),
@@ -98,11 +129,25 @@ def page_data(
         "prompt": tokenizer.decode(ids),
         "selection": {"layer": layer, "head": head, "token": token},
         "weights": model_weights(model) if live else None,
-        "trace": None if live else trace_data(trace_prompt(model, ids)),
+        "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
+        "roles": roles,
+        "roles_note": roles_note,
+        "backward": backward,
         "pca": {"coords": coords.tolist(), "share": share.tolist()},
         "metrics": metrics,
         "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
     }
+    next_step(steps, "writing the page")
+    return data
+
+
+STEPS = 5  # of writing a page, as next_step counts them: reading, roles, gradients, weights, writing
+
+
+def next_step(steps: tqdm, what: str) -> None:
+    """The bar moves on one step and says what comes next."""
+    steps.update()
+    steps.set_description(what)
 
 
 def render_page(data: dict[str, Any]) -> str:
@@ -134,14 +179,17 @@ def write_page(
     head: int = 0,
     token: int | None = None,
     live_limit: int = LIVE_LIMIT,
+    progress: bool = False,
 ) -> str:
     """Write the page to `out` (default: explain.html beside the checkpoint); returns what was written."""
     out = Path(checkpoint).parent / PAGE_NAME if out is None else Path(out)
-    data = page_data(checkpoint, prompt, layer, head, token, live_limit)
-    try:
-        write_atomic(out, render_page(data))
-    except OSError as e:
-        raise UserError(f"cannot write {out}: {e.strerror}") from None
+    with tqdm(total=STEPS, desc="reading the checkpoint", disable=not progress, leave=False) as steps:
+        data = page_data(checkpoint, prompt, layer, head, token, live_limit, steps)
+        try:
+            write_atomic(out, render_page(data))
+        except OSError as e:
+            raise UserError(f"cannot write {out}: {e.strerror}") from None
+        steps.update()
     size = out.stat().st_size
     how = (
         "runs the model itself: type any prompt"

@@ -1,6 +1,7 @@
 // The tinygpt explainer page: reads the data tinygpt.explain.page inlined, runs the model's forward pass
-// (when the weights are embedded) and draws the token strip, the attention grid, the arithmetic of
-// one row, the embedding map and the loss curves. All text goes in through textContent.
+// (when the weights are embedded, with any heads switched off) and draws the worked example, the token
+// strip with the logit lens, the attention grid labelled with each head's role, the arithmetic of one
+// row forwards and backwards, the embedding map and the loss curves. All text goes in through textContent.
 //
 // Short names, each with one meaning throughout:
 //   sizes      C n_embd, NH heads, HS head size, V vocabulary, T positions in the prompt
@@ -22,7 +23,8 @@ const C = CFG.n_embd,
   V = CFG.vocab_size;
 const VOCAB = DATA.vocab;
 const ID = new Map(VOCAB.map((c, id) => [c, id]));
-const SHOWN = 8; // entries of a long vector shown before "…"
+const SHOWN = 8; // a vector this long or shorter is written out whole; a longer one is a colour strip
+const LARGEST = 3; // the terms of a long vector written out beside its strip
 
 // ------------------------------------------------------------------ where a number lives
 
@@ -32,8 +34,8 @@ const SHOWN = 8; // entries of a long vector shown before "…"
 const rowAt = (t, col = 0, width = C) => t * width + col;
 // the column of dimension d of head hd in a C-wide row where the heads sit side by side
 const headCol = (hd, d = 0) => hd * HS + d;
-// dimension d of position t of head hd in a (NH, T, HS) array: q, k, v and the heads' outputs
-const headAt = (T, hd, t, d = 0) => (hd * T + t) * HS + d;
+// dimension d of position t of head hd in a (NH, T, hs) array: q, k, v and the heads' outputs
+const headAt = (T, hd, t, d = 0, hs = HS) => (hd * T + t) * hs + d;
 // the weight query i of head hd gives key j, in a (NH, T, T) array
 const weightAt = (T, hd, i, j) => (hd * T + i) * T + j;
 // feature o of what head hd adds to the residual stream at position t, in a (NH, T, C) array
@@ -63,7 +65,8 @@ function glyph(c) {
   return c;
 }
 
-const quoted = (c) => JSON.stringify(c);
+// a character in prose: its glyph in quotes, so a newline reads "↵" here as everywhere on the page
+const quoted = (c) => `"${glyph(c)}"`;
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -140,8 +143,13 @@ function erf(z) {
 }
 const gelu = (z) => 0.5 * z * (1 + erf(z / Math.SQRT2));
 
-// One prompt through the model: the same trace (layout and names) as tinygpt.explain.trace gives.
-function forward(ids) {
+// "L.H", the name of head H of layer L, as --ablate writes it
+const headName = (layer, hd) => `${layer}.${hd}`;
+
+// One prompt through the model: the same trace (layout and names) as tinygpt.explain.trace gives, with
+// the heads named in `off` switched off (their slice of c_proj's input zeroed, as tinygpt.ablate does)
+// and the logit lens: lens[layer] (T, V), the logits if the model ended after that layer.
+function forward(ids, off = new Set()) {
   const T = ids.length;
   const param = (name) => W[name] || null;
   // the layer norm or linear layer `name` (its full state_dict name, less .weight and .bias)
@@ -159,9 +167,12 @@ function forward(ids) {
       x[at] = tokEmb[at] + posEmb[at];
     }
   }
-  const layers = [];
+  const layers = [],
+    lens = [];
+  const lmHead = (stream) => linear(norm("ln_f", stream), T, C, W["wte.weight"], null, V); // tied to wte
   for (let layer = 0; layer < CFG.n_layer; layer++) {
     const prefix = `h.${layer}.`;
+    const on = (hd) => !off.has(headName(layer, hd));
     const resid = x.slice();
     const ln1 = norm(`${prefix}ln_1`, x);
     const qkv = dense(`${prefix}attn.c_attn`, ln1, C, 3 * C);
@@ -186,16 +197,17 @@ function forward(ids) {
         for (let j = 0; j < T; j++) weights[weightAt(T, hd, i, j)] = row.weights[j];
         for (let d = 0; d < HS; d++) heads[headAt(T, hd, i, d)] = row.output[d];
       }
-    const merged = new Float64Array(T * C);
+    const merged = new Float64Array(T * C); // a switched-off head's columns stay 0
     for (let hd = 0; hd < NH; hd++)
-      for (let t = 0; t < T; t++)
-        for (let d = 0; d < HS; d++) merged[rowAt(t, headCol(hd, d))] = heads[headAt(T, hd, t, d)];
+      if (on(hd))
+        for (let t = 0; t < T; t++)
+          for (let d = 0; d < HS; d++) merged[rowAt(t, headCol(hd, d))] = heads[headAt(T, hd, t, d)];
     const wProj = param(`${prefix}attn.c_proj.weight`);
     const out = dense(`${prefix}attn.c_proj`, merged, C, C);
     const contrib = new Float64Array(NH * T * C);
     for (let hd = 0; hd < NH; hd++)
       for (let t = 0; t < T; t++)
-        for (let o = 0; o < C; o++) {
+        for (let o = 0; o < C && on(hd); o++) {
           let sum = 0;
           for (let d = 0; d < HS; d++) sum += heads[headAt(T, hd, t, d)] * wProj[rowAt(o, headCol(hd, d))];
           contrib[contribAt(T, hd, t, o)] = sum;
@@ -206,36 +218,40 @@ function forward(ids) {
     const mlp = dense(`${prefix}mlp.c_proj`, fc, 4 * C, C);
     for (let at = 0; at < T * C; at++) x[at] += mlp[at];
     layers.push({ resid, ln_1: ln1, q, k, v, weights, heads, contrib, out });
+    lens.push(lmHead(x));
   }
-  const final = norm("ln_f", x);
-  const logits = linear(final, T, C, W["wte.weight"], null, V); // the LM head is the token embedding
-  return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, logits };
+  return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, lens, logits: lens[lens.length - 1], off };
 }
 
 function traceFromData(saved) {
   const layers = saved.layers.map((lt) =>
     Object.fromEntries(Object.entries(lt).map(([name, tensor]) => [name, decode(tensor)])),
   );
+  const lens = decode(saved.lens); // (n_layer, T, V)
+  const T = saved.ids.length;
   return {
     ids: saved.ids,
-    T: saved.ids.length,
+    T,
     tok_emb: decode(saved.tok_emb),
     pos_emb: decode(saved.pos_emb),
     layers,
+    lens: layers.map((_, layer) => lens.subarray(layer * T * V, (layer + 1) * T * V)),
     logits: decode(saved.logits),
+    off: new Set(),
   };
 }
 
-// softmax(q·kᵀ/√d)·V for query i of head hd, every intermediate kept
+// softmax(q·kᵀ/√d)·V for query i of head hd (hs dimensions), every intermediate kept
 // (as tinygpt.explain.walkthrough.row_arithmetic)
-function rowArithmetic(q, k, v, hd, i, T) {
-  const scale = Math.sqrt(HS);
+function rowArithmetic(q, k, v, hd, i, T, hs = HS) {
+  const headAt_ = (t, d) => headAt(T, hd, t, d, hs);
+  const scale = Math.sqrt(hs);
   const dots = new Float64Array(T),
     scores = new Float64Array(T).fill(-Infinity);
   let max = -Infinity;
   for (let j = 0; j <= i; j++) {
     let sum = 0;
-    for (let d = 0; d < HS; d++) sum += q[headAt(T, hd, i, d)] * k[headAt(T, hd, j, d)];
+    for (let d = 0; d < hs; d++) sum += q[headAt_(i, d)] * k[headAt_(j, d)];
     dots[j] = sum;
     scores[j] = sum / scale;
     max = Math.max(max, scores[j]);
@@ -247,8 +263,8 @@ function rowArithmetic(q, k, v, hd, i, T) {
     total += exps[j];
   }
   const weights = exps.map((exp) => exp / total);
-  const output = new Float64Array(HS);
-  for (let j = 0; j <= i; j++) for (let d = 0; d < HS; d++) output[d] += weights[j] * v[headAt(T, hd, j, d)];
+  const output = new Float64Array(hs);
+  for (let j = 0; j <= i; j++) for (let d = 0; d < hs; d++) output[d] += weights[j] * v[headAt_(j, d)];
   return { dots, scores, max, exps, total, weights, output };
 }
 
@@ -259,8 +275,9 @@ function softmax(values) {
   return exps.map((exp) => exp / total);
 }
 
-function topNext(trace, t, count = 5) {
-  const probs = softmax(rowOf(trace.logits, t, V));
+// the `count` likeliest next characters after position t from logits (T, V): [id, p] pairs
+function topNext(logits, t, count = 5) {
+  const probs = softmax(rowOf(logits, t, V));
   return probs
     .map((p, id) => [id, p])
     .sort(([, pa], [, pb]) => pb - pa)
@@ -274,6 +291,8 @@ const state = {
   layer: DATA.selection.layer,
   head: DATA.selection.head,
   token: DATA.selection.token,
+  off: new Set(), // the heads switched off, by headName
+  backward: false, // the backward panel is open
 };
 const chars = () => state.trace.ids.map((id) => VOCAB[id]);
 
@@ -281,10 +300,24 @@ function setTrace(trace) {
   const wasLast = state.trace && state.token === state.trace.T - 1;
   state.trace = trace;
   if (wasLast || state.token >= trace.T) state.token = trace.T - 1;
+  document.getElementById("tooltip").hidden = true; // it spoke of the maps just replaced
   renderTokens();
   renderGrid();
   renderArithmetic();
   renderPca();
+}
+
+// a click on a head's label: switch it off, or back on, and run the model again
+function toggleHead(layer, hd) {
+  const name = headName(layer, hd);
+  if (state.off.has(name)) state.off.delete(name);
+  else state.off.add(name);
+  setTrace(forward(state.trace.ids, state.off));
+}
+
+function allHeadsOn() {
+  state.off.clear();
+  setTrace(forward(state.trace.ids, state.off));
 }
 
 function select(layer, head, token) {
@@ -307,6 +340,7 @@ function renderAbout() {
   if (record.step !== undefined) parts.push(`trained ${record.step.toLocaleString("en")} steps`);
   if (record.best_val_loss !== undefined) parts.push(`best val loss ${record.best_val_loss.toFixed(4)}`);
   document.getElementById("about").textContent = parts.join(" · ");
+  document.getElementById("roles-note").textContent = DATA.roles_note || "";
 }
 
 function setupPrompt() {
@@ -343,7 +377,12 @@ function runPrompt(text) {
     cs = cs.slice(-CFG.block_size);
     note.textContent = `The model reads at most ${CFG.block_size} characters: showing the last ${CFG.block_size}.`;
   }
-  setTrace(forward(cs.map((c) => ID.get(c))));
+  setTrace(
+    forward(
+      cs.map((c) => ID.get(c)),
+      state.off,
+    ),
+  );
 }
 
 function renderTokens() {
@@ -361,7 +400,7 @@ function renderTokens() {
       }),
       el("div", { class: "pos", text: String(t) }),
     );
-    for (const [id, p] of topNext(state.trace, t)) {
+    for (const [id, p] of topNext(state.trace.logits, t)) {
       const bar = el("div", { class: "bar" });
       bar.style.width = `${(100 * p).toFixed(1)}%`;
       stack.append(
@@ -373,8 +412,31 @@ function renderTokens() {
         ),
       );
     }
+    stack.append(lensRows(t));
     strip.append(stack);
   });
+}
+
+// the logit lens under position t: per layer, the five characters it would predict, shaded by probability
+function lensRows(t) {
+  const box = el("div", { class: "lens" });
+  state.trace.lens.forEach((logits, layer) => {
+    const top = topNext(logits, t);
+    const row = el("div", {
+      class: "lens-row",
+      "data-layer": layer,
+      title: `if the model ended after layer ${layer}: ${top.map(([id, p]) => `${quoted(VOCAB[id])} ${p.toFixed(4)}`).join(", ")}`,
+    });
+    row.append(el("span", { class: "ln", text: `L${layer}` }));
+    for (const [id, p] of top) {
+      const c = el("span", { class: "lc", "data-p": p.toFixed(6), text: glyph(VOCAB[id]) });
+      c.style.background = `rgba(31, 95, 191, ${Math.min(1, p).toFixed(3)})`;
+      if (p > 0.5) c.style.color = "#fff";
+      row.append(c);
+    }
+    box.append(row);
+  });
+  return box;
 }
 
 // ------------------------------------------------------------------ the attention grid
@@ -384,6 +446,13 @@ function cellSize(T) {
   return Math.max(3, Math.min(16, Math.floor(200 / T)));
 }
 
+// the axis labels around a heatmap: their font size, the margin they take, and every how many positions
+// one is written (all of them when the cells are large enough to hold a character)
+function axisOf(cell) {
+  const font = Math.max(8, Math.min(12, cell));
+  return { font, margin: font + 4, every: Math.ceil(font / cell) };
+}
+
 function shadeOf(weight) {
   // white → deep blue
   const white = [247, 251, 255],
@@ -391,21 +460,66 @@ function shadeOf(weight) {
   return `rgb(${white.map((from, channel) => Math.round(from + (blue[channel] - from) * weight)).join(",")})`;
 }
 
+const ROLE_WORDS = {
+  previous: "looks at the character just before",
+  self: "looks at its own position",
+  first: "parks its attention on the first position (an attention sink)",
+  same_char: "looks at earlier copies of the same character",
+  word_start: "looks at the start of the current word (the last space or newline)",
+  induction: "looks at what followed this character last time (induction)",
+  mixed: "no single named role clears its threshold",
+};
+
+// the role of head hd of layer `layer` as inspect --heads computed it, or null
+function roleOf(layer, hd) {
+  return DATA.roles ? DATA.roles.find((r) => r.layer === layer && r.head === hd) : null;
+}
+
+// the clickable label of a head: its role and score; a click switches the head off or back on
+function roleButton(layer, hd) {
+  const role = roleOf(layer, hd);
+  const off = state.off.has(headName(layer, hd));
+  const named = role ? role.label : "no role";
+  const score = role && role.label !== "mixed" ? ` ${role.scores[role.label].toFixed(2)}` : "";
+  const scores = role
+    ? Object.entries(role.scores)
+        .map(([name, value]) => `${name} ${value.toFixed(3)}`)
+        .join(", ")
+    : DATA.roles_note;
+  const action = !W
+    ? "This page shows one prompt computed in Python, so it cannot switch heads off."
+    : off
+      ? "Switched off. Click to switch it back on."
+      : "Click to switch this head off (its output replaced by 0) and run the model again.";
+  const button = el("button", {
+    class: `role${off ? " off" : ""}`,
+    "data-layer": layer,
+    "data-head": hd,
+    title: `${role ? `${named}: ${ROLE_WORDS[named]}. ` : ""}Scores: ${scores}. ${action}`,
+    text: off ? `off · ${named}` : named + score,
+    onclick: () => toggleHead(layer, hd),
+  });
+  if (!W) button.disabled = true;
+  return button;
+}
+
 function renderGrid() {
   const { T } = state.trace;
   const cell = cellSize(T);
-  const table = el("table");
-  const header = el("tr", {}, el("th"));
-  for (let hd = 0; hd < NH; hd++) header.append(el("th", { text: `head ${hd}` }));
-  table.append(header);
+  const { margin } = axisOf(cell);
+  const grid = document.getElementById("grid");
+  grid.style.setProperty("--map", `${margin + T * cell}px`);
+  const rows = [];
   for (let layer = 0; layer < CFG.n_layer; layer++) {
-    const tr = el("tr", {}, el("th", { text: `layer ${layer}` }));
+    const cards = el("div", { class: "heads" });
     for (let hd = 0; hd < NH; hd++) {
       const canvas = el("canvas", {
-        width: T * cell,
-        height: T * cell,
+        width: margin + T * cell,
+        height: margin + T * cell,
         "data-layer": layer,
         "data-head": hd,
+        "data-cell": cell,
+        "data-margin": margin,
       });
       drawMap(canvas, layer, hd, cell);
       canvas.addEventListener("mousemove", (e) => hover(e, canvas, layer, hd, cell));
@@ -416,27 +530,70 @@ function renderGrid() {
         const [i] = cellAt(e, canvas, cell);
         select(layer, hd, i);
       });
-      tr.append(el("td", {}, canvas));
+      const off = state.off.has(headName(layer, hd));
+      cards.append(
+        el(
+          "figure",
+          { class: `card${off ? " off" : ""}`, "data-layer": layer, "data-head": hd },
+          el(
+            "figcaption",
+            {},
+            el("span", { class: "name", text: `head ${layer}.${hd}` }),
+            roleButton(layer, hd),
+          ),
+          canvas,
+        ),
+      );
     }
-    table.append(tr);
+    rows.push(el("div", { class: "layer" }, el("h3", { text: `layer ${layer}` }), cards));
   }
-  document.getElementById("grid").replaceChildren(table);
+  grid.replaceChildren(...rows);
+  renderAblationNote();
   markGrid();
+}
+
+function renderAblationNote() {
+  const note = document.getElementById("ablation-note");
+  if (!state.off.size) {
+    note.replaceChildren();
+    return;
+  }
+  const names = [...state.off].sort().join(", ");
+  note.replaceChildren(
+    `Switched off: ${names}. Every prediction, heatmap and number on this page is now computed without `,
+    state.off.size === 1 ? "it " : "them ",
+    "(zero ablation: the head's output is replaced by 0 before c_proj, as --ablate does). ",
+    el("button", { class: "all-on", text: "switch every head back on", onclick: allHeadsOn }),
+  );
 }
 
 function drawMap(canvas, layer, hd, cell) {
   const { T } = state.trace;
   const weights = state.trace.layers[layer].weights;
+  const { font, margin, every } = axisOf(cell);
   const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
   for (let i = 0; i < T; i++)
     for (let j = 0; j < T; j++) {
       ctx.fillStyle = j > i ? "#e6e9ef" : shadeOf(weights[weightAt(T, hd, i, j)]);
-      ctx.fillRect(j * cell, i * cell, cell, cell);
+      ctx.fillRect(margin + j * cell, margin + i * cell, cell, cell);
     }
+  // the axes: keys j along the top, queries i down the left, each labelled with its character
+  const cs = chars();
+  ctx.fillStyle = "#5d6677";
+  ctx.font = `${font}px ui-monospace, "DejaVu Sans Mono", monospace`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  for (let t = 0; t < T; t += every) {
+    const at = margin + (t + 0.5) * cell;
+    ctx.fillText(glyph(cs[t]), at, margin / 2);
+    ctx.fillText(glyph(cs[t]), margin / 2, at);
+  }
 }
 
 function markGrid() {
   const cell = cellSize(state.trace.T);
+  const { margin } = axisOf(cell);
   for (const canvas of document.querySelectorAll("#grid canvas")) {
     const layer = +canvas.dataset.layer,
       hd = +canvas.dataset.head;
@@ -449,19 +606,20 @@ function markGrid() {
       const ctx = canvas.getContext("2d");
       ctx.strokeStyle = "#e8590c";
       ctx.lineWidth = Math.max(1, cell / 4);
-      ctx.strokeRect(0, state.token * cell, canvas.width, cell);
+      ctx.strokeRect(margin, margin + state.token * cell, canvas.width - margin, cell);
     }
   }
 }
 
-// the (query i, key j) cell under the mouse
+// the (query i, key j) cell under the mouse (the nearest one, over the axis labels)
 function cellAt(e, canvas, cell) {
   const rect = canvas.getBoundingClientRect();
   const scale = canvas.width / rect.width;
+  const { margin } = axisOf(cell);
   const clamp = (t) => Math.max(0, Math.min(state.trace.T - 1, t));
   return [
-    clamp(Math.floor(((e.clientY - rect.top) * scale) / cell)),
-    clamp(Math.floor(((e.clientX - rect.left) * scale) / cell)),
+    clamp(Math.floor(((e.clientY - rect.top) * scale - margin) / cell)),
+    clamp(Math.floor(((e.clientX - rect.left) * scale - margin) / cell)),
   ];
 }
 
@@ -469,12 +627,16 @@ function hover(e, canvas, layer, hd, cell) {
   const [i, j] = cellAt(e, canvas, cell);
   const cs = chars(),
     T = state.trace.T;
-  const tip = document.getElementById("tooltip");
   const what =
     j > i
       ? "masked: a later position"
       : `weight ${fmt(state.trace.layers[layer].weights[weightAt(T, hd, i, j)])}`;
-  tip.textContent = `layer ${layer} head ${hd}\nquery ${i} ${quoted(cs[i])} → key ${j} ${quoted(cs[j])}\n${what}`;
+  showTip(e, `layer ${layer} head ${hd}\nquery ${i} ${quoted(cs[i])} → key ${j} ${quoted(cs[j])}\n${what}`);
+}
+
+function showTip(e, text) {
+  const tip = document.getElementById("tooltip");
+  tip.textContent = text;
   tip.hidden = false;
   tip.style.left = `${e.clientX + 14}px`;
   tip.style.top = `${e.clientY + 14}px`;
@@ -482,17 +644,38 @@ function hover(e, canvas, layer, hd, cell) {
 
 // ------------------------------------------------------------------ the arithmetic of one row
 
-function vec(arr, start, len, shown = SHOWN) {
-  // a vector, its first `shown` entries; a click shows them all
-  const all = Array.from(arr.subarray(start, start + len), fmt);
-  const short =
-    all.length > shown
-      ? `[${all.slice(0, shown).join(", ")}, … ${all.length - shown} more]`
-      : `[${all.join(", ")}]`;
-  const full = `[${all.join(", ")}]`;
-  const span = el("span", { class: "vec", title: "click to show every entry", text: short });
+// a vector: written out whole when short; else a strip, one colour per dimension (blue positive, red
+// negative, the deepest the largest in size), its LARGEST biggest terms written out, a click shows all
+function vec(arr, start, len) {
+  const values = Array.from(arr.subarray(start, start + len));
+  if (len <= SHOWN) return el("span", { class: "vec", text: `[${values.map(fmt).join(", ")}]` });
+  const biggest = Math.max(...values.map(Math.abs)) || 1;
+  const strip = el("canvas", { class: "strip", width: len, height: 1 });
+  const ctx = strip.getContext("2d");
+  values.forEach((value, d) => {
+    const depth = Math.abs(value) / biggest;
+    ctx.fillStyle = value < 0 ? `rgba(200, 40, 30, ${depth})` : `rgba(31, 95, 191, ${depth})`;
+    ctx.fillRect(d, 0, 1, 1);
+  });
+  strip.addEventListener("mousemove", (e) => {
+    const rect = strip.getBoundingClientRect();
+    const d = Math.max(0, Math.min(len - 1, Math.floor(((e.clientX - rect.left) / rect.width) * len)));
+    showTip(e, `dimension ${d}: ${fmt(values[d])}`);
+  });
+  strip.addEventListener("mouseleave", () => {
+    document.getElementById("tooltip").hidden = true;
+  });
+  const largest = values
+    .map((value, d) => [d, value])
+    .sort(([, a], [, b]) => Math.abs(b) - Math.abs(a))
+    .slice(0, LARGEST);
+  const short = `largest: ${largest.map(([d, value]) => `[${d}] ${fmt(value)}`).join(", ")} … of ${len}`;
+  const full = `[${values.map(fmt).join(", ")}]`;
+  const text = el("span", { class: "terms", title: "click to show every entry", text: short });
+  const span = el("span", { class: "vec long" }, strip, text);
   span.addEventListener("click", () => {
-    span.textContent = span.textContent === short ? full : short;
+    text.textContent = text.textContent === short ? full : short;
+    span.classList.toggle("open");
   });
   return span;
 }
@@ -530,6 +713,7 @@ function renderArithmetic() {
     ...softmaxStep(sel),
     ...outputStep(sel),
     ...predictionStep(sel),
+    ...(state.backward ? backwardSteps(sel) : []),
   );
 }
 
@@ -573,9 +757,13 @@ function qkvStep({ hd, i, T, lt }) {
   const at = headAt(T, hd, i);
   return [
     el("h3", { text: `3. Query, key and value of head ${hd} (${HS} dimensions each)` }),
-    line("q = ", vec(lt.q, at, HS, HS)),
-    line("k = ", vec(lt.k, at, HS, HS)),
-    line("v = ", vec(lt.v, at, HS, HS)),
+    el("p", {
+      class: "hint",
+      text: "The query says what this character is looking for, each key what a character offers, each value what it passes on if chosen.",
+    }),
+    line("q = ", vec(lt.q, at, HS)),
+    line("k = ", vec(lt.k, at, HS)),
+    line("v = ", vec(lt.v, at, HS)),
   ];
 }
 
@@ -639,7 +827,8 @@ function softmaxStep({ i, T, cs, row }) {
 }
 
 // 6. the weighted sum of the values, then through c_proj into the residual stream
-function outputStep({ hd, i, T, cs, lt, row }) {
+function outputStep({ trace, layer, hd, i, T, cs, lt, row }) {
+  const off = trace.off.has(headName(layer, hd));
   const table = el("table");
   for (let j = 0; j <= i; j++) {
     const weighted = new Float64Array(HS);
@@ -665,12 +854,14 @@ function outputStep({ hd, i, T, cs, lt, row }) {
       text: "6. Output: each value scaled by its weight, summed; then through c_proj into the residual stream",
     }),
     table,
-    line("head output = ", vec(row.output, 0, HS, HS)),
-    line(
-      `through head ${hd}'s columns of c_proj, it adds `,
-      vec(lt.contrib, contribAt(T, hd, i), C),
-      " to the residual stream",
-    ),
+    line("head output = ", vec(row.output, 0, HS)),
+    off
+      ? line(`head ${layer}.${hd} is switched off: c_proj reads 0 in its place, so it adds nothing`)
+      : line(
+          `through head ${hd}'s columns of c_proj, it adds `,
+          vec(lt.contrib, contribAt(T, hd, i), C),
+          " to the residual stream",
+        ),
     line(`all ${NH} heads${CFG.bias ? " and c_proj's bias" : ""} together add `, vec(lt.out, rowAt(i), C)),
   ];
 }
@@ -682,11 +873,202 @@ function predictionStep({ trace, i }) {
       text: `7. After all ${CFG.n_layer} layers, ln_f and the LM head: the likeliest next characters`,
     }),
     line(
-      topNext(trace, i)
+      topNext(trace.logits, i)
         .map(([id, p]) => `${quoted(VOCAB[id])} ${fmt(p)}`)
         .join("   "),
     ),
   ];
+}
+
+// ------------------------------------------------------------------ the backward pass of one row
+
+// the gradient reaching head hd of layer `layer` at position i, from the loss at i, computed in Python
+// when the page was written (tinygpt.explain.backward.head_output_gradients): (T − 1, n_layer, NH, HS)
+const BACKWARD = { ids: DATA.backward.ids, g: decode(DATA.backward.g) };
+const gradAt = (i, layer, hd, d = 0) => ((i * CFG.n_layer + layer) * NH + hd) * HS + d;
+
+// why the backward panel cannot follow position i of this trace back, or null when it can
+function backwardUnavailable(trace, i) {
+  if (trace.off.size) return "The backward pass is shown with every head on: switch them back on to see it.";
+  const same = trace.ids.length === BACKWARD.ids.length && trace.ids.every((id, t) => id === BACKWARD.ids[t]);
+  if (!same)
+    return (
+      "The gradient reaching each head comes from Python, computed when the page was written for its prompt " +
+      `${JSON.stringify(DATA.prompt)}: type that prompt again to see it, or write the page with another --prompt.`
+    );
+  if (i >= trace.T - 1)
+    return `Position ${i} is the last: the character after it is not in the prompt, so there is no loss to follow back. Click an earlier character.`;
+  return null;
+}
+
+// steps 1–6 of tinygpt.explain.backward for the loss L of predicting the character after position i
+// (n = i + 1 keys): every gradient from the page's own forward pass and the g Python computed
+function rowBackward(trace, layer, hd, i) {
+  const T = trace.T,
+    lt = trace.layers[layer],
+    n = i + 1;
+  const row = rowArithmetic(lt.q, lt.k, lt.v, hd, i, T);
+  const target = trace.ids[i + 1];
+  const probs = softmax(rowOf(trace.logits, i, V));
+  const dlogits = probs.map((p, id) => p - (id === target ? 1 : 0)); // softmax − onehot
+  const g = BACKWARD.g.subarray(gradAt(i, layer, hd), gradAt(i, layer, hd, HS)); // dL/dy
+  const w = row.weights.subarray(0, n);
+  const dw = new Float64Array(n), // dL/dw_j = g · v_j
+    dv = new Float64Array(n * HS); // dL/dv_j = w_j · g, row j of (n, HS)
+  for (let j = 0; j < n; j++)
+    for (let d = 0; d < HS; d++) {
+      dw[j] += g[d] * lt.v[headAt(T, hd, j, d)];
+      dv[rowAt(j, d, HS)] = w[j] * g[d];
+    }
+  const mean = w.reduce((sum, wj, j) => sum + wj * dw[j], 0); // Σ_k w_k · dL/dw_k
+  const ds = w.map((wj, j) => wj * (dw[j] - mean)); // through the softmax
+  const ddot = ds.map((value) => value / Math.sqrt(HS)); // through the scale
+  const dq = new Float64Array(HS),
+    dk = new Float64Array(n * HS);
+  for (let j = 0; j < n; j++)
+    for (let d = 0; d < HS; d++) {
+      dq[d] += ddot[j] * lt.k[headAt(T, hd, j, d)];
+      dk[rowAt(j, d, HS)] = ddot[j] * lt.q[headAt(T, hd, i, d)];
+    }
+  return { target, loss: -Math.log(probs[target]), dlogits, g, w, dw, dv, mean, ds, ddot, dq, dk };
+}
+
+function backwardSteps({ trace, layer, hd, i, cs }) {
+  const title = el("h3", {
+    class: "backward",
+    text: `Backwards: how the loss at position ${i} reaches head ${layer}.${hd}`,
+  });
+  const why = backwardUnavailable(trace, i);
+  if (why) return [title, el("p", { class: "note", text: why })];
+  const b = rowBackward(trace, layer, hd, i);
+  const n = i + 1;
+  const largest = b.dlogits
+    .map((value, id) => [id, value])
+    .sort(([, x], [, y]) => Math.abs(y) - Math.abs(x))
+    .slice(0, 5);
+  const perKey = (labels, cellsOf) => {
+    const table = el(
+      "table",
+      {},
+      headerRow(["j", "char", ...labels], (col) => (col === 1 ? "l" : "")),
+    );
+    for (let j = 0; j < n; j++) table.append(el("tr", {}, ...keyCells(j, cs), ...cellsOf(j)));
+    return table;
+  };
+  const num = (cls, j, value) => el("td", { class: cls, "data-j": j, text: fmt(value) });
+  const cell = (node) => el("td", { class: "l" }, node);
+  return [
+    title,
+    el("p", {
+      class: "lead",
+      text: `The loss of predicting ${quoted(VOCAB[b.target])} after position ${i}: L = −ln p = ${fmt(b.loss)}. Each step passes the gradient one operation further back.`,
+    }),
+    el("h3", { text: "1. dL/dlogits = softmax − onehot: p − 1 for the target, p for every other character" }),
+    line(
+      largest.map(([id, value]) => `${quoted(VOCAB[id])} ${value >= 0 ? "+" : ""}${fmt(value)}`).join("   "),
+    ),
+    el("h3", {
+      text: "2. The gradient arriving at this head's output, through c_proj and every later layer",
+    }),
+    line("g = dL/dy = ", vec(b.g, 0, HS)),
+    el("h3", { text: "3. Through the weighted sum y = Σ_j w_j·v_j: dL/dw_j = g · v_j, dL/dv_j = w_j · g" }),
+    perKey(["dL/dw_j", "dL/dv_j"], (j) => [num("dw", j, b.dw[j]), cell(vec(b.dv, rowAt(j, 0, HS), HS))]),
+    el("h3", {
+      text: `4. Through the softmax: dL/ds_j = w_j · (dL/dw_j − Σ_k w_k·dL/dw_k), with Σ_k w_k·dL/dw_k = ${fmt(b.mean)}`,
+    }),
+    perKey(["w_j × (dL/dw_j − Σ)", "= dL/ds_j"], (j) => [
+      el("td", { text: `${fmt(b.w[j])} × (${fmt(b.dw[j])} − ${factor(b.mean)})` }),
+      num("ds", j, b.ds[j]),
+    ]),
+    el("h3", { text: `5. Through the scale 1/√${HS}: dL/d(q·k_j) = dL/ds_j / ${fmt(Math.sqrt(HS))}` }),
+    perKey(["dL/d(q·k_j)"], (j) => [num("ddot", j, b.ddot[j])]),
+    el("h3", { text: "6. To the query and the keys: dL/dq = Σ_j dL/d(q·k_j)·k_j, dL/dk_j = dL/d(q·k_j)·q" }),
+    line("dL/dq = ", vec(b.dq, 0, HS)),
+    perKey(["dL/dk_j"], (j) => [cell(vec(b.dk, rowAt(j, 0, HS), HS))]),
+  ];
+}
+
+function setupBackward() {
+  const button = document.getElementById("backward-toggle");
+  const label = () => (state.backward ? "Hide the backward pass" : "Show the backward pass of this row");
+  button.textContent = label();
+  button.addEventListener("click", () => {
+    state.backward = !state.backward;
+    button.textContent = label();
+    button.setAttribute("aria-pressed", String(state.backward));
+    renderArithmetic();
+  });
+}
+
+// ------------------------------------------------------------------ the worked example
+
+// attention.py's worked example: one query, three keys and values of 2 dimensions
+const EXAMPLE = {
+  q: [1.0, 0.5],
+  keys: [
+    [1.0, 0.0],
+    [0.5, 1.0],
+    [1.5, 1.0],
+  ],
+  values: [
+    [0.5, 1.0],
+    [1.0, 0.0],
+    [1.5, 1.0],
+  ],
+};
+
+// the example through rowArithmetic, the very function the model's rows go through: the query is the
+// last of 3 positions, so it sees all three keys
+function renderExample() {
+  const { q, keys, values } = EXAMPLE;
+  const T = keys.length,
+    hs = q.length;
+  const qs = new Float64Array(T * hs);
+  qs.set(q, (T - 1) * hs);
+  const row = rowArithmetic(
+    qs,
+    Float64Array.from(keys.flat()),
+    Float64Array.from(values.flat()),
+    0,
+    T - 1,
+    T,
+    hs,
+  );
+  const pair = (xs) => `[${xs.map((x) => x.toFixed(1)).join(", ")}]`;
+  const table = el(
+    "table",
+    {},
+    headerRow(
+      ["j", "key k_j", "value v_j", "1. q · k_j", `2. ÷ √${hs}`, "3. weight", "4. weight × v_j"],
+      () => "",
+    ),
+  );
+  keys.forEach((k, j) => {
+    const weighted = values[j].map((x) => fmt(row.weights[j] * x)).join(", ");
+    table.append(
+      el(
+        "tr",
+        {},
+        el("td", { text: String(j) }),
+        el("td", { text: pair(k) }),
+        el("td", { text: pair(values[j]) }),
+        el("td", { text: `${q[0]}×${k[0]} + ${q[1]}×${k[1]} = ${fmt(row.dots[j])}` }),
+        el("td", { text: fmt(row.scores[j]) }),
+        el("td", { class: "w", text: fmt(row.weights[j]) }),
+        el("td", { text: `[${weighted}]` }),
+      ),
+    );
+  });
+  document
+    .getElementById("example")
+    .replaceChildren(
+      line(`q = ${pair(q)}, d = ${hs}`),
+      table,
+      line(
+        `softmax: exp(score − ${fmt(row.max)}) / ${fmt(row.total)}; output = the sum of the last column = `,
+        el("span", { id: "example-output", text: `[${Array.from(row.output, fmt).join(", ")}]` }),
+      ),
+    );
 }
 
 // ------------------------------------------------------------------ embedding map and curves
@@ -781,19 +1163,32 @@ function renderCurves() {
 
 // ------------------------------------------------------------------ start
 
+// rows of a (T, V) array as nested lists
+const rowsOf = (arr, T) => Array.from({ length: T }, (_, t) => Array.from(rowOf(arr, t, V)));
+
 window.tinygpt = {
   state,
   select,
+  toggleHead,
   setPrompt: (text) => runPrompt(text),
-  logits:
-    W &&
-    ((ids) => {
-      const { logits } = forward(ids);
-      return Array.from({ length: ids.length }, (_, t) => Array.from(rowOf(logits, t, V)));
-    }),
+  // the logits (T, V) of ids with the heads named in `off` ("L.H") switched off
+  logits: W && ((ids, off = []) => rowsOf(forward(ids, new Set(off)).logits, ids.length)),
+  // the logit lens of ids: (n_layer, T, V)
+  lens: W && ((ids) => forward(ids).lens.map((logits) => rowsOf(logits, ids.length))),
+  // the backward panel's numbers for position i of the shown prompt through head hd of `layer`
+  backward: (layer, hd, i) => {
+    const why = backwardUnavailable(state.trace, i);
+    if (why) throw new Error(why);
+    const b = rowBackward(state.trace, layer, hd, i);
+    return Object.fromEntries(
+      Object.entries(b).map(([name, value]) => [name, typeof value === "number" ? value : Array.from(value)]),
+    );
+  },
 };
 
 renderAbout();
+renderExample();
 renderCurves();
 setupPrompt();
+setupBackward();
 setTrace(W ? forward(Array.from(DATA.prompt, (c) => ID.get(c))) : traceFromData(DATA.trace));
