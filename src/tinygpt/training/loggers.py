@@ -21,8 +21,9 @@ checksum); a resumed run purges what the run before it logged after the step it
 resumes from (SummaryWriter's purge_step), so every step appears once. Logging
 before metrics.jsonl keeps that true however a run dies: a step metrics.jsonl
 holds, TensorBoard holds too. W&B keeps its files in <run>/wandb and the run's id
-in <run>/wandb_id, so a resumed run continues the same W&B run; W&B itself
-ignores a step at or below one it already has.
+in <run>/wandb_id, so a resumed run continues the same W&B run; W&B cannot take
+a step back, so it ignores a step below the last one it has (keeping the values a
+run that died logged after its last checkpoint).
 """
 
 import html
@@ -71,22 +72,21 @@ class Logger(Protocol):
     def close(self, failed: bool) -> None: ...
 
 
-def required_packages(t: TrainSection) -> dict[str, str]:
-    """The Python package each switched-on logger needs -> the tinygpt extra that installs it."""
-    wanted = {"tensorboard": t.tensorboard, "wandb": t.wandb}
-    return {package: package for package, on in wanted.items() if on}
+LOGGERS = ("tensorboard", "wandb")  # each one's switch (train.<name>), Python package and tinygpt extra
 
 
 def check_packages(t: TrainSection) -> None:
     """A UserError naming the extra to install for a switched-on logger whose package is missing."""
-    for package, extra in required_packages(t).items():
+    for name in LOGGERS:
+        if not getattr(t, name):
+            continue
         try:
-            __import__(package)
+            __import__(name)
         except ImportError:
             raise UserError(
-                f"train.{package} is true, but the Python package {package} is not installed: "
-                f"pip install 'tinygpt[{extra}]' (from a checkout: pip install -e '.[{extra}]'), "
-                f"or set train.{package}: false"
+                f"train.{name} is true, but the Python package {name} is not installed: "
+                f"pip install 'tinygpt[{name}]' (from a checkout: pip install -e '.[{name}]'), "
+                f"or set train.{name}: false"
             ) from None
 
 
@@ -195,15 +195,21 @@ class WandbLogger:
         id_file = run_path / "wandb_id"
         run_id = id_file.read_text().strip() if id_file.is_file() else secrets.token_hex(8)
         write_atomic(id_file, run_id + "\n")
-        self.run = wandb.init(
-            project=t.wandb_project,
-            name=t.wandb_run_name or run_path.name,
-            id=run_id,
-            resume="allow",
-            dir=str(run_path),
-            config=config.to_dict(),
-            settings=wandb.Settings(console="off"),  # tqdm and tinygpt's own lines stay as they are
-        )
+        try:
+            self.run = wandb.init(
+                project=t.wandb_project,
+                name=t.wandb_run_name or run_path.name,
+                id=run_id,
+                resume="allow",
+                dir=str(run_path),
+                config=config.to_dict(),
+                settings=wandb.Settings(console="off"),  # tqdm and tinygpt's own lines stay as they are
+            )
+        except wandb.errors.Error as e:  # no login, no network, …: W&B's own words, then what to do
+            raise UserError(
+                f"train.wandb is true, but W&B could not start a run ({e}); run `wandb login`, or set "
+                "WANDB_MODE=offline to keep the run on disk (wandb sync uploads it later)"
+            ) from None
 
     def log(self, e: Evaluation) -> None:
         row: dict[str, Any] = {SCALARS[key]: value for key, value in e.values.items()}

@@ -118,7 +118,8 @@ def _train(
         _print_summary(setup, run, start_step)
     training = Training(setup, run, state, stop, resumed=saved is not None, loggers=loggers)
     if ranks.is_main:  # rank 0 logs, as it writes metrics.jsonl
-        loggers.start(run.path, start_step + evaluated_at_start, resumed=saved is not None)
+        first_logged = start_step + 1 if evaluated_at_start else start_step
+        loggers.start(run.path, first_logged, resumed=saved is not None)
     if saved is not None and ranks.is_main:
         training.repair_best()
 
