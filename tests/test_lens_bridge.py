@@ -4,6 +4,7 @@ import sys
 
 import pytest
 import torch
+from conftest import need_extra
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
@@ -49,6 +50,7 @@ def write_checkpoint(path, model: GPT, chars: list[str] = CHARS) -> None:
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_transformer_lens_gives_tinygpt_logits_and_attention_patterns(tmp_path, bias):
+    need_extra("transformer_lens", "lens")
     model = random_model(bias)
     write_checkpoint(tmp_path / "m.pt", model)
     bridge = transformer_lens_model(tmp_path / "m.pt")
@@ -68,6 +70,7 @@ def test_the_previous_token_head_detector_agrees_with_tinygpts_previous_scores()
 
     tinygpt's `previous` averages the same weights over the T − 1 queries that have an i − 1.
     """
+    need_extra("transformer_lens", "lens")
     from transformer_lens.head_detector import detect_head
 
     model = random_model()
@@ -82,6 +85,7 @@ def test_the_previous_token_head_detector_agrees_with_tinygpts_previous_scores()
 
 
 def test_the_transformer_lens_export_boots_with_transformer_lens_s_own_loader(tmp_path, capsys):
+    need_extra("transformer_lens", "lens")
     model = random_model()
     write_checkpoint(tmp_path / "m.pt", model)
     out = tmp_path / "lens"

@@ -6,10 +6,9 @@ import shutil
 import struct
 import sys
 
-import numpy as np
 import pytest
 import torch
-from conftest import tiny_raw
+from conftest import need_extra, tiny_raw
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.config import from_dict
@@ -42,6 +41,7 @@ def scalars(events, tag) -> list[tuple[int, float]]:
 def test_tensorboard_holds_metrics_jsonl_the_probe_attention_and_the_sample(
     corpus_file, tmp_path, one_thread
 ):
+    need_extra("tensorboard", "tensorboard")
     raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=40, tensorboard=True)
     train(from_dict(raw), progress=False)
     run = tmp_path / "run"
@@ -63,6 +63,7 @@ def test_tensorboard_holds_metrics_jsonl_the_probe_attention_and_the_sample(
     corpus = load_corpus(from_dict(raw).data, model.config.block_size)
     probe = corpus.val[: min(PROBE_LENGTH, model.config.block_size)].long().view(1, -1)
     sample_ids, attention = evaluation_views(model, probe)
+    import numpy as np
     from PIL import Image
 
     for layer, weights in enumerate(attention):
@@ -77,6 +78,7 @@ def test_tensorboard_holds_metrics_jsonl_the_probe_attention_and_the_sample(
 
 def test_loggers_change_none_of_the_training_numbers(corpus_file, tmp_path, one_thread):
     """The sample has a generator of its own: the run's random state, so its batches and losses, stay."""
+    need_extra("tensorboard", "tensorboard")
     logged, plain = (tiny_raw(corpus_file, tmp_path / name, max_iters=20) for name in ("logged", "plain"))
     logged["train"]["tensorboard"] = True
     train(from_dict(logged), progress=False)
@@ -96,6 +98,7 @@ def test_loggers_change_none_of_the_training_numbers(corpus_file, tmp_path, one_
 
 
 def test_a_resumed_run_continues_the_event_log_with_every_step_once(corpus_file, tmp_path, one_thread):
+    need_extra("tensorboard", "tensorboard")
     raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=40, tensorboard=True)
     run = tmp_path / "run"
     train(from_dict(raw), progress=False)  # steps 0, 20, 40
@@ -185,6 +188,7 @@ def wandb_history(run_dir) -> list[dict]:
 def test_wandb_offline_run_holds_metrics_jsonl_and_resume_continues_the_same_run(
     corpus_file, tmp_path, monkeypatch, one_thread
 ):
+    need_extra("wandb", "wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
     monkeypatch.setenv("WANDB_SILENT", "true")
