@@ -129,3 +129,12 @@ def ctrl_c_handled():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+def need_extra(package: str, extra: str) -> None:
+    """Skip a test whose optional package is not installed; under CI (.ci/run installs every extra), fail."""
+    if importlib.util.find_spec(package) is not None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must have {package}: .ci/run installs the {extra} extra")
+    pytest.skip(f"needs {package}: pip install -e '.[{extra}]'")

@@ -141,6 +141,7 @@ class Case:
     absent: str | None = None  # a file that must not exist afterwards
     file_size_limit: int | None = None  # bytes any one file may reach: a disk that fills up
     env: dict[str, str] | None = None  # environment variables set for this case only
+    hidden: tuple[str, ...] = ()  # Python packages this case's process cannot import, as if not installed
 
 
 CUDA = torch.cuda.is_available()
@@ -211,6 +212,14 @@ CASES = [
         absent="run",
         # no C++ compiler, and a cache of compiled kernels of its own (relative: in the case's directory)
         env={"CXX": "/nowhere/g++", "TORCHINDUCTOR_CACHE_DIR": "inductor-cache"},
+    ),
+    Case(
+        "tensorboard-not-installed",
+        lambda g: train(g, train={"tensorboard": True}),
+        "train.tensorboard is true, but the Python package tensorboard is not installed: "
+        "pip install 'tinygpt[tensorboard]'",
+        absent="run",
+        hidden=("tensorboard",),
     ),
     Case(
         "malformed-yaml",
@@ -414,6 +423,7 @@ def run(job):
         os.dup2(out, fd)
         os.close(out)
     os.environ.update(job["env"])
+    sys.modules.update(dict.fromkeys(job["hidden"]))  # None there: importing it raises ImportError
     if job["file_size_limit"]:  # writes past it fail with EFBIG, as on a full disk
         resource.setrlimit(resource.RLIMIT_FSIZE, (job["file_size_limit"],) * 2)
     sys.argv = job["argv"]
@@ -464,6 +474,7 @@ def outcomes(tmp_path_factory, trained_run) -> dict[str, subprocess.CompletedPro
                     "stderr": str(outputs / f"{case.id}.err"),
                     "file_size_limit": case.file_size_limit,
                     "env": case.env or {},
+                    "hidden": case.hidden,
                 }
             )
         runner = subprocess.run(

@@ -93,13 +93,21 @@ def run_block(language: str, code: str, directory: Path, env: dict[str, str]) ->
     return subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=600)
 
 
-def needs_hf_extra(code: str) -> bool:
-    """The export examples: they need transformers, which the hf extra installs."""
-    return "[hf]" in code or "transformers" in code
+EXTRAS = {  # an extra -> its package, and what in a block says that the block needs it
+    "hf": ("transformers", ["[hf]", "transformers"]),
+    "tensorboard": ("tensorboard", ["[tensorboard]", "train.tensorboard"]),
+    "wandb": ("wandb", ["[wandb]", "train.wandb"]),
+    "lens": ("transformer_lens", ["[lens]", "lens_bridge", "transformer-lens"]),
+}
+
+
+def needed_extras(code: str) -> list[str]:
+    """The extras a block needs: it installs one, imports its package or switches it on."""
+    return [extra for extra, (_, signs) in EXTRAS.items() if any(sign in code for sign in signs)]
 
 
 def with_numpy(env: dict[str, str]) -> dict[str, str]:
-    """env without conftest's NumPy shadow: transformers needs NumPy, and the hf extra brings it."""
+    """env without conftest's NumPy shadow: the extras need NumPy, and bring it."""
     paths = env.get("PYTHONPATH", "").split(os.pathsep)
     kept = [p for p in paths if p and not (Path(p) / "numpy").is_dir()]
     return {**env, "PYTHONPATH": os.pathsep.join(kept)}
@@ -108,18 +116,19 @@ def with_numpy(env: dict[str, str]) -> dict[str, str]:
 @pytest.mark.slow
 def test_the_readme_examples_run(tmp_path):
     env = prepare(tmp_path)
-    without_hf = importlib.util.find_spec("transformers") is None
+    missing = {extra for extra, (package, _) in EXTRAS.items() if importlib.util.find_spec(package) is None}
     left_out = []
     for line, language, code, skip in readme_blocks():
         if skip is not None:
             continue
-        if without_hf and needs_hf_extra(code):
+        extras = needed_extras(code)
+        if missing.intersection(extras):
             left_out.append(line)
             continue
-        result = run_block(language, code, tmp_path, with_numpy(env) if needs_hf_extra(code) else env)
+        result = run_block(language, code, tmp_path, with_numpy(env) if extras else env)
         assert result.returncode == 0, f"README.md line {line} ({language}) failed:\n{code}\n{result.stderr}"
     assert (tmp_path / "checkpoints" / "cpu" / "best.pt").is_file()
     assert (tmp_path / "explain.html").is_file()
     if left_out:
-        pytest.skip(f"every other block ran; those at lines {left_out} need pip install -e '.[hf]'")
+        pytest.skip(f"every other block ran; those at lines {left_out} need extras: {sorted(missing)}")
     assert (tmp_path / "exports" / "cpu" / "model.safetensors").is_file()

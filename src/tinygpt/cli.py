@@ -190,19 +190,22 @@ def _add_explain(subparsers) -> None:
 def _add_export(subparsers) -> None:
     p = subparsers.add_parser(
         "export",
-        help="write a checkpoint for Hugging Face transformers or as bare safetensors",
+        help="write a checkpoint for Hugging Face transformers, TransformerLens, or as bare safetensors",
         description="Write a checkpoint's model into a new directory: --format hf for "
-        "transformers (GPT2LMHeadModel + a character tokenizer), --format safetensors for "
-        "the bare weights with a JSON config. Needs the hf extra: pip install 'tinygpt[hf]'.",
+        "transformers (GPT2LMHeadModel + a character tokenizer), --format transformer-lens for "
+        "the same directory checked in TransformerLens (TransformerBridge.boot_transformers loads it), "
+        "--format safetensors for the bare weights with a JSON config. Needs the hf extra "
+        "(pip install 'tinygpt[hf]'), and the lens extra for transformer-lens.",
         epilog="example: tinygpt export checkpoints/cpu/best.pt --format hf exports/cpu",
     )
     p.add_argument("checkpoint", help="a .pt file written by training")
     p.add_argument("out_dir", help="the directory to write (must not exist, or be empty)")
     p.add_argument(
         "--format",
-        choices=["hf", "safetensors"],
+        choices=["hf", "safetensors", "transformer-lens"],
         default="hf",
-        help="hf: a transformers GPT-2 directory; safetensors: bare weights + JSON (default hf)",
+        help="hf: a transformers GPT-2 directory; transformer-lens: the same, checked in TransformerLens; "
+        "safetensors: bare weights + JSON (default hf)",
     )
     p.set_defaults(func=commands.export)
 

@@ -99,6 +99,12 @@ class TrainSection:
         choices=("auto", "float32", "bfloat16", "float16"),
     )
     compile: bool = setting(False, "torch.compile the model")
+    tensorboard: bool = setting(
+        False, "also log each evaluation to TensorBoard, in <out_dir>/tensorboard (extra: tensorboard)"
+    )
+    wandb: bool = setting(False, "also log each evaluation to Weights & Biases (extra: wandb)")
+    wandb_project: str = setting("tinygpt", "the W&B project of the run")
+    wandb_run_name: str = setting("", "the W&B run's name (default: out_dir's last part)")
 
 
 @dataclass
@@ -267,7 +273,7 @@ def _check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> An
         if not isinstance(value, bool):
             raise UserError(bad)
     elif f.type is str:
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or (not value and f.default != ""):  # "" only where it is the default
             raise UserError(bad)
         if meta["choices"] and value not in meta["choices"]:
             raise UserError(bad)

@@ -42,7 +42,7 @@ from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig, LayerNorm
 from tinygpt.tokenizer import CharTokenizer
 
-FORMATS = ("hf", "safetensors")
+FORMATS = ("hf", "safetensors", "transformer-lens")
 TOLERANCE = 1e-5  # largest |logit difference| allowed, per unit of the largest |logit| (at least 1)
 EXPORTABLE = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias"}
 SAFETENSORS_FORMAT = "tinygpt-safetensors"
@@ -54,6 +54,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
         raise UserError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
     payload = read_checkpoint(checkpoint)
     check_exportable(payload["model_config"])
+    if fmt == "transformer-lens":  # tinygpt.lens_bridge builds on this module: imported only for it
+        from tinygpt.lens_bridge import check_directory, check_loadable
+
+        check_loadable(payload["model_config"], payload["tokenizer"])
     model = model_from_payload(payload, checkpoint).eval()
     chars = payload["tokenizer"]
     out_dir = Path(out_dir)
@@ -62,6 +66,12 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
         if fmt == "hf":
             difference = _write_hf(model, chars, payload, checkpoint, partial)
             detail = f"logits match tinygpt's within {difference:.1e}"
+        elif fmt == "transformer-lens":  # the Hugging Face directory, loaded and checked in TransformerLens
+            _write_hf(model, chars, payload, checkpoint, partial)
+            difference = check_directory(model, partial)
+            with open(partial / "README.md", "a", encoding="utf-8") as card:
+                card.write(TRANSFORMER_LENS_CARD)
+            detail = f"TransformerLens's logits match tinygpt's within {difference:.1e}"
         else:
             _write_safetensors(model, chars, partial)
             detail = "load it with tinygpt.export.load_safetensors"
@@ -220,6 +230,19 @@ print(tokenizer.decode(out[0]))
 
 Positions are learned and absolute, so prompt and generated text together can be at
 most {config.block_size} characters here. Characters outside the vocabulary cannot be encoded.
+"""
+
+
+TRANSFORMER_LENS_CARD = """
+## In TransformerLens
+
+```python
+from transformer_lens.model_bridge import TransformerBridge
+
+model = TransformerBridge.boot_transformers("path/to/this/directory", device="cpu")
+model.cfg.default_prepend_bos = False  # a character model has no BOS token
+logits, cache = model.run_with_cache(model.to_tokens("ROMEO:"))
+```
 """
 
 

@@ -11,4 +11,5 @@ interrupt.py    Ctrl-C and SIGTERM: save, then stop
 divergence.py   a NaN or infinite loss stops the run before it reaches a checkpoint
 memory.py       will it fit? checked before any weight is allocated
 distributed.py  torchrun, the process group, DDP
+loggers.py      TensorBoard and Weights & Biases, fed at every evaluation beside metrics.jsonl
 """

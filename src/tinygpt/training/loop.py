@@ -27,6 +27,7 @@ from tinygpt.metrics import read_metrics
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
+from tinygpt.training.loggers import Loggers
 from tinygpt.training.precision import cpu_multiplies_bfloat16, out_of_memory
 from tinygpt.training.run_dir import RunDirectory
 from tinygpt.training.setup import Setup, set_up
@@ -65,12 +66,13 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
     `Interrupted` (see tinygpt.training.interrupt).
     """
     with (
+        Loggers(config) as loggers,  # first: a logger's missing package is told before any work
         process_group(pick_device(config.train.device)) as ranks,
         RunDirectory(config.out_dir) as run,
         StopRequest() as stop,
     ):
         try:
-            return _train(config, resume, progress, ranks, run, stop)
+            return _train(config, resume, progress, ranks, run, stop, loggers)
         except RuntimeError as error:
             if not out_of_memory(error):
                 raise
@@ -83,7 +85,13 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
 
 
 def _train(
-    config: RunConfig, resume: bool, progress: bool, ranks: Ranks, run: RunDirectory, stop: StopRequest
+    config: RunConfig,
+    resume: bool,
+    progress: bool,
+    ranks: Ranks,
+    run: RunDirectory,
+    stop: StopRequest,
+    loggers: Loggers,
 ) -> dict[str, Any]:
     # ---------------------------------------------------------------- set-up
     t = config.train
@@ -108,7 +116,10 @@ def _train(
         )
     if ranks.is_main:
         _print_summary(setup, run, start_step)
-    training = Training(setup, run, state, stop, resumed=saved is not None)
+    training = Training(setup, run, state, stop, resumed=saved is not None, loggers=loggers)
+    if ranks.is_main:  # rank 0 logs, as it writes metrics.jsonl
+        first_logged = start_step + 1 if evaluated_at_start else start_step
+        loggers.start(run.path, first_logged, resumed=saved is not None)
     if saved is not None and ranks.is_main:
         training.repair_best()
 
@@ -135,9 +146,9 @@ def _train(
             if signum:  # Ctrl-C or SIGTERM came during the step just finished: save it and stop
                 training.stop(step, signum)
 
-            loss = setup.step(step)
+            loss, grad_norm = setup.step(step)
             step += 1
-            training.stepped(step, loss)
+            training.stepped(step, loss, grad_norm)
             bar.update(1)
 
             interval_steps += 1
@@ -154,8 +165,19 @@ def _train(
 class Training:
     """A run in progress: its set-up, where it stands, and what the loop does besides stepping."""
 
-    def __init__(self, setup: Setup, run: RunDirectory, progress: Progress, stop: StopRequest, resumed: bool):
+    def __init__(
+        self,
+        setup: Setup,
+        run: RunDirectory,
+        progress: Progress,
+        stop: StopRequest,
+        resumed: bool,
+        loggers: Loggers,
+    ):
         self.setup = setup
+        self.loggers = loggers
+        self.grad_norm: torch.Tensor | None = None  # the last step's, before clipping
+        self.since = (time.perf_counter(), progress.tokens_seen)  # the previous evaluation: when, tokens
         self.run = run
         self.stop_request = stop
         self.progress = progress
@@ -166,16 +188,18 @@ class Training:
         checked_every = min(t.log_interval, t.eval_interval, t.max_iters)  # most steps between checks
         self.watch = LossWatch(checked_every, setup.ranks.device, last_checked=progress.step)
 
-    def stepped(self, step: int, loss: torch.Tensor) -> None:
-        """Count the step just taken (`step` is the count so far) and keep its loss for the watch."""
+    def stepped(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        """Count the step just taken (`step` is the count so far); keep its loss for the watch."""
         self.progress.step = step
         self.progress.tokens_seen += self.setup.tokens_per_step
         self.watch.add(step, loss)
+        self.grad_norm = grad_norm
 
     def evaluate(self, step: int, bar: tqdm) -> None:
         """Estimate both losses, log them, and save last.pt (and best.pt on a new best)."""
         s, p, t = self.setup, self.progress, self.setup.config.train
-        self.check_losses(step)
+        self.check_losses(step)  # reads the losses: the steps so far have finished on the device
+        trained = self.since_evaluation()  # before the evaluation's own time
         asked = lambda: self.stop_request.requested  # noqa: E731
         bar.set_description(f"evaluating ({t.eval_iters} batches a split)")  # the bar stands still meanwhile
         losses = estimate_loss(
@@ -192,22 +216,35 @@ class Training:
         if improved:
             p.best_val_loss, p.best_step = losses["val"], step
         if s.ranks.is_main:
-            self.run.log(
-                {
-                    "step": step,
-                    "tokens": p.tokens_seen,
-                    "train_loss": losses["train"],
-                    "val_loss": losses["val"],
-                    "lr": lr_at(step, t),
-                    "time_s": p.wall_time_s,
-                }
-            )
+            entry = {
+                "step": step,
+                "tokens": p.tokens_seen,
+                "train_loss": losses["train"],
+                "val_loss": losses["val"],
+                "lr": lr_at(step, t),
+                "time_s": p.wall_time_s,
+            }
+            # the loggers first: a step metrics.jsonl holds, they hold too (see tinygpt.training.loggers)
+            self.loggers.log(step, entry | trained, s.model, s.corpus.tokenizer, s.corpus.val)
+            self.run.log(entry)
             best = " (best)" if improved else ""
             bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
         if step > self.start_step:
             self.save(self.run.last, with_state=True)
         if improved:  # step 0 too: a run whose later evaluations never beat it still has a best.pt
             self.save(self.run.best, with_state=False)
+        self.since = (time.perf_counter(), p.tokens_seen)
+
+    def since_evaluation(self) -> dict[str, float]:
+        """Training speed since the previous evaluation, and the last step's gradient norm (if any step)."""
+        started, tokens = self.since
+        if self.progress.tokens_seen == tokens or self.grad_norm is None:
+            return {}
+        seconds = time.perf_counter() - started
+        return {
+            "tokens_per_s": (self.progress.tokens_seen - tokens) / seconds,
+            "grad_norm": self.grad_norm.item(),
+        }
 
     def repair_best(self) -> None:
         """Rewrite best.pt from last.pt when last.pt holds the best weights it records and best.pt does not.

@@ -37,8 +37,8 @@ class Setup:
     def tokens_per_step(self) -> int:
         return global_batch(self.config.train, self.ranks) * self.config.model.block_size
 
-    def step(self, step: int) -> torch.Tensor:
-        """Optimizer step `step` (from 0); returns the loss, still on the device."""
+    def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Optimizer step `step` (from 0); returns the loss and the gradient norm, still on the device."""
         t = self.config.train
         batches = self.splits["train"]
         return train_step(

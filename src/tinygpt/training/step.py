@@ -34,12 +34,13 @@ def train_step(
     t: TrainSection,
     lr: float,
     ranks: Ranks = ONE_PROCESS,
-) -> torch.Tensor:
-    """One optimizer step over grad_accum_steps micro-batches; returns the last micro-batch's loss.
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimizer step over grad_accum_steps micro-batches: (last micro-batch's loss, gradient norm).
 
     Under DDP, gradients are averaged across ranks on the last micro-batch only.
-    The loss stays on the device: reading it (.item()) would make the host wait
-    for the device, so the loop does that only at log intervals.
+    The gradient norm is the whole gradient's, before clipping. Both stay on the
+    device: reading them (.item()) would make the host wait for the device, so
+    the loop does that only at log intervals and evaluations.
     """
     scaler = precision.scaler
     for group in optimizer.param_groups:
@@ -51,13 +52,21 @@ def train_step(
                 _, loss = model(x, y)
             # the loss is a mean per micro-batch: scale so the summed gradients average them
             scaler.scale(loss / t.grad_accum_steps).backward()
+    scaler.unscale_(optimizer)  # the norm and the clip are of the true gradient, not float16's scaled one
     if t.grad_clip > 0:
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
+    else:
+        grad_norm = gradient_norm(model.parameters())
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return loss
+    return loss, grad_norm
+
+
+def gradient_norm(parameters) -> torch.Tensor:
+    """The L2 norm of all the parameters' gradients together, as clip_grad_norm_ measures it."""
+    norms = [torch.linalg.vector_norm(p.grad) for p in parameters if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms))
 
 
 @torch.no_grad()
