@@ -279,7 +279,7 @@ COLOURS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 def write_svg(result: dict, path: str, targets: list[float]) -> None:
     """A line chart of whole-split val loss against training seconds, one line per run."""
-    width, height, left, right, top, bottom = 760, 440, 64, 210, 30, 50
+    width, height, left, right, top, bottom = 900, 440, 64, 350, 30, 50
     runs = result["runs"]
     points = [(s, loss) for r in runs.values() for _, s, loss in r["curve"]]
     x_max = max(s for s, _ in points) * 1.02
