@@ -94,6 +94,11 @@ class TrainSection:
         choices=("auto", "float32", "bfloat16", "float16"),
     )
     compile: bool = setting(False, "torch.compile the model")
+    timeline: bool = setting(True, "at each evaluation, append a snapshot of every head to timeline.jsonl")
+    timeline_probe: str = setting(
+        "",
+        "the text the timeline records attention on (default: 48 validation characters from a line start)",
+    )
 
 
 @dataclass
