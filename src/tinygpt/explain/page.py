@@ -3,7 +3,8 @@
 The page (explain/assets/explainer.html, .css, .js, inlined) shows the prompt's tokens
 with their top-5 next characters, a layer × head grid of attention heatmaps,
 the arithmetic of any clicked row, a PCA map of the character embeddings and
-the run's loss curves. For models up to LIVE_LIMIT parameters it carries the
+the run's loss curves; with the run's timeline.jsonl, a slider over its training steps
+(assets/timeline.js and .css, tinygpt.explain.timeline). For models up to LIVE_LIMIT parameters it carries the
 weights and runs the forward pass itself, so any typed prompt updates
 everything; larger models carry the one prompt's trace, computed here.
 
@@ -25,6 +26,7 @@ import torch
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.pca import principal_components
+from tinygpt.explain.timeline import page_timeline
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files import write_atomic
 from tinygpt.metrics import read_metrics
@@ -102,6 +104,7 @@ def page_data(
         "pca": {"coords": coords.tolist(), "share": share.tolist()},
         "metrics": metrics,
         "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
+        "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
     }
 
 
@@ -111,8 +114,12 @@ def render_page(data: dict[str, Any]) -> str:
     template = Template((assets / "explainer.html").read_text(encoding="utf-8"))
     return template.substitute(
         title=html.escape(f"tinygpt explainer · {data['run']}/{data['checkpoint']}"),
-        style=(assets / "explainer.css").read_text(encoding="utf-8"),
-        script=(assets / "explainer.js").read_text(encoding="utf-8"),
+        style="\n".join(
+            (assets / name).read_text(encoding="utf-8") for name in ("explainer.css", "timeline.css")
+        ),
+        script="\n".join(
+            (assets / name).read_text(encoding="utf-8") for name in ("explainer.js", "timeline.js")
+        ),
         data=script_json(data),
     )
 
