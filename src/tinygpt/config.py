@@ -267,7 +267,7 @@ def _check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> An
         if not isinstance(value, bool):
             raise UserError(bad)
     elif f.type is str:
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or (not value and f.default != ""):  # "" only where it means unset
             raise UserError(bad)
         if meta["choices"] and value not in meta["choices"]:
             raise UserError(bad)
