@@ -19,6 +19,7 @@ from test_interrupt import signal_during_step
 
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.cli import main
+from tinygpt.explain.timeline import read_timeline
 from tinygpt.metrics import read_metrics
 
 pytestmark = pytest.mark.slow  # real training processes, killed and resumed
@@ -108,6 +109,9 @@ def test_killed_mid_save_then_resumed_interrupted_and_resumed(tmp_path, corpus_f
     assert (run / "lock").exists()  # no clean-up ran
     with open(run / "metrics.jsonl", "a") as f:
         f.write('{"step": 30, "tok')  # and say it also died while writing a line
+    assert [s["step"] for s in read_timeline(run / "timeline.jsonl")] == [0, 10, 20]
+    with open(run / "timeline.jsonl", "a") as f:
+        f.write('{"step": 30, "train_loss"')  # of both files
 
     # 2. --resume takes the dead run's directory over; Ctrl-C stops it and says how to go on
     second = start("--config", str(config), "--resume", "--quiet")
@@ -134,4 +138,11 @@ def test_killed_mid_save_then_resumed_interrupted_and_resumed(tmp_path, corpus_f
 
     steps = evaluated_steps(run)  # every evaluation once, in order, none past last.pt
     assert steps == list(range(0, final + 1, 10))
-    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl"]
+    assert [s["step"] for s in read_timeline(run / "timeline.jsonl")] == steps  # its snapshots the same
+    assert sorted(p.name for p in run.iterdir()) == [
+        "best.pt",
+        "config.yaml",
+        "last.pt",
+        "metrics.jsonl",
+        "timeline.jsonl",
+    ]

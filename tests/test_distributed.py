@@ -62,9 +62,11 @@ def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus_
     assert straight.stdout.count("done: step 40") == 1  # rank 0 speaks for the job
 
     run = tmp_path / "straight"
-    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl"]
+    files = ["best.pt", "config.yaml", "last.pt", "metrics.jsonl", "timeline.jsonl"]
+    assert sorted(p.name for p in run.iterdir()) == files
     metrics = [json.loads(line) for line in open(run / "metrics.jsonl")]
     assert [m["step"] for m in metrics] == [0, 20, 40]  # written once, by rank 0
+    assert [json.loads(line)["step"] for line in open(run / "timeline.jsonl")] == [0, 20, 40]  # so is this
     last = read_checkpoint(run / "last.pt")
     assert last["record"]["world_size"] == 2 and last["record"]["global_batch"] == 8
     assert last["record"]["tokens_seen"] == 40 * 8 * 16

@@ -18,6 +18,7 @@ from conftest import tiny_raw
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
+from tinygpt.explain.timeline import read_timeline
 from tinygpt.metrics import read_metrics
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
@@ -87,6 +88,7 @@ def comparable(run) -> dict:
         "best": best["model"],
         "record": record,
         "metrics": metrics,
+        "timeline": read_timeline(run / "timeline.jsonl"),  # the snapshots too, bit for bit
     }
 
 
@@ -159,7 +161,7 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
     assert read_checkpoint(f"{run}/last.pt")["record"]["step"] == 20  # the evaluation before
     assert [m["step"] for m in read_metrics(f"{run}/metrics.jsonl")] == [0, 20]
     left = sorted(p.name for p in Path(run).iterdir())
-    assert left == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl"]  # no lock, no temporary file
+    assert left == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl", "timeline.jsonl"]  # no lock, temp
 
 
 def test_sighup_when_the_terminal_closes_stops_like_sigterm(tiny_config, monkeypatch):
@@ -177,7 +179,7 @@ def test_a_stop_during_an_evaluation_abandons_it_within_a_batch(tiny_config, mon
     forward, evaluated = training_setup.GPT.forward, []
 
     def counting_forward(model, *args, **kwargs):
-        if not model.training:  # an evaluation batch
+        if not model.training and len(args) == 2:  # an evaluation batch, (x, y): not the timeline's
             evaluated.append(1)
             if len(evaluated) == 100 + 3:  # the step-20 evaluation's third batch (step 0's took 2 × 50)
                 signal.raise_signal(signal.SIGTERM)
@@ -235,4 +237,10 @@ def test_under_torchrun_one_signal_stops_every_rank_at_the_same_step(tmp_path, c
     assert step >= 20 and step % 5 == 0 and len(saved["rank_rng"]) == 2  # log_interval 5: where ranks agree
     assert err.count(f"stopped by SIGINT at step {step}; saved {run / 'last.pt'}") == 1  # rank 0 speaks
     assert f"--config {run / 'config.yaml'} --resume" in err
-    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl"]
+    assert sorted(p.name for p in run.iterdir()) == [
+        "best.pt",
+        "config.yaml",
+        "last.pt",
+        "metrics.jsonl",
+        "timeline.jsonl",  # written by rank 0 alone
+    ]

@@ -15,8 +15,9 @@ from tinygpt.config import from_dict
 from tinygpt.data import load_corpus
 from tinygpt.errors import UserError
 from tinygpt.explain.attention_image import DARK_BLUE, GAP, MASKED, SCALE, WHITE, attention_image
+from tinygpt.explain.timeline import probe_of
 from tinygpt.metrics import read_metrics
-from tinygpt.training.loggers import PROBE_LENGTH, evaluation_views, markdown_code
+from tinygpt.training.loggers import evaluation_views, markdown_code
 from tinygpt.training.loop import train
 
 EVALUATED = ["loss/train", "loss/val", "learning_rate"]
@@ -61,7 +62,7 @@ def test_tensorboard_holds_metrics_jsonl_the_probe_attention_and_the_sample(
     payload = read_checkpoint(run / "last.pt")
     model = model_from_payload(payload, run / "last.pt")
     corpus = load_corpus(from_dict(raw).data, model.config.block_size)
-    probe = corpus.val[: min(PROBE_LENGTH, model.config.block_size)].long().view(1, -1)
+    probe = probe_of(corpus.tokenizer, corpus.val, model.config.block_size, "").view(1, -1)  # the timeline's
     sample_ids, attention = evaluation_views(model, probe)
     import numpy as np
     from PIL import Image

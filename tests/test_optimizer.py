@@ -37,20 +37,21 @@ def test_muon_takes_the_blocks_matrices_and_adamw_the_rest(corpus_file, tmp_path
 
 def test_a_muon_step_moves_each_matrix_by_an_orthogonalised_update(corpus_file, tmp_path):
     """From rest, with no weight decay: the change of a matrix has its singular values near one size."""
+    torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=16))
     config = from_dict(muon_raw(corpus_file, tmp_path, weight_decay=0.0))
     optimizer = make_optimizer(model, config.train, torch.device("cpu"))
     matrix = model.h[0].mlp.c_fc.weight  # (64, 16)
     before = matrix.detach().clone()
-    _, loss = model(torch.randint(0, 10, (4, 8)), torch.randint(0, 10, (4, 8)))
+    _, loss = model(torch.randint(0, 10, (32, 8)), torch.randint(0, 10, (32, 8)))  # a full-rank gradient
     loss.backward()
     gradient = matrix.grad.clone()
     optimizer.step()
     change = before - matrix.detach()
     singular = torch.linalg.svdvals(change)
-    assert singular.max() / singular.min() < 4  # the gradient's own spread is far wider
+    assert singular.max() / singular.min() < 8  # Newton–Schulz leaves them within about 0.5-1.5×
     spread = torch.linalg.svdvals(gradient)
-    assert spread.max() / spread.min() > 10
+    assert spread.max() / spread.min() > 1000  # the gradient's own spread
     assert torch.sum(change * gradient) > 0  # a descent direction
 
 

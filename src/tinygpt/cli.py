@@ -138,7 +138,7 @@ def _add_inspect(subparsers) -> None:
     p = subparsers.add_parser(
         "inspect", help="describe a checkpoint", epilog="example: tinygpt inspect checkpoints/cpu/best.pt"
     )
-    p.add_argument("checkpoint", help="a .pt file written by training")
+    p.add_argument("checkpoint", help="a .pt file written by training (with --timeline: its run directory)")
     _add_prompt(p, "also show each head's attention on this text, and the next-character odds", default=None)
     p.add_argument("--layer", type=int, help="with --prompt: only this layer (default: all)")
     p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
@@ -146,6 +146,16 @@ def _add_inspect(subparsers) -> None:
     p.add_argument("--heads", action="store_true", help="a table of every head's role scores and importance")
     p.add_argument("--json", action="store_true", help="with --heads: the same as JSON")
     p.add_argument("--windows", type=int, default=16, help="with --heads: validation windows scored (16)")
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="each head's role at every evaluation of the run (timeline.jsonl)",
+    )
+    p.add_argument(
+        "--from-checkpoints",
+        action="store_true",
+        help="with --timeline: first write timeline.jsonl from the checkpoints of a run that recorded none",
+    )
     _add_ablate(p)
     p.set_defaults(func=commands.inspect)
 
@@ -158,7 +168,9 @@ def _add_explain(subparsers) -> None:
         "--token 3   |   tinygpt explain --q 1,0.5 --keys 1,0 0.5,1 1.5,1 --values 0.5,1 1,0 1.5,1",
     )
     p.add_argument(
-        "checkpoint", nargs="?", help="a .pt file (default: the newest best.pt under checkpoints/)"
+        "checkpoint",
+        nargs="?",
+        help="a .pt file, or a run directory for its best.pt (default: the newest best.pt under checkpoints)",
     )
     _add_prompt(p, "text to run through the model (default: a newline)", default="")
     p.add_argument("--layer", type=int, default=0, help="attention layer to follow (default 0)")

@@ -94,6 +94,32 @@ def inspect(args: argparse.Namespace) -> None:
         raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
     if args.json and not args.heads:
         raise UserError("--json prints the --heads table as JSON; add --heads")
+    if args.from_checkpoints and not args.timeline:
+        raise UserError(
+            "--from-checkpoints writes the --timeline of a run that recorded none; add --timeline"
+        )
+    if args.timeline:
+        if args.heads or args.prompt is not None:
+            raise UserError("--timeline is a view of its own: drop --heads and --prompt, or --timeline")
+        from tinygpt.explain.timeline import (
+            FILE_NAME,
+            from_checkpoints,
+            run_directory,
+            timeline_of,
+            timeline_table,
+        )
+
+        run_dir = run_directory(args.checkpoint)
+        if args.from_checkpoints:
+            snapshots = from_checkpoints(run_dir)
+            print(
+                f"wrote {run_dir / FILE_NAME}: {len(snapshots)} snapshots from its checkpoints",
+                file=sys.stderr,
+            )
+        else:
+            snapshots = timeline_of(run_dir)
+        print(timeline_table(snapshots))
+        return
     if args.heads:
         from tinygpt.explain.heads import checkpoint_heads, heads_json, heads_table
 
@@ -120,6 +146,8 @@ def explain(args: argparse.Namespace) -> None:
     from tinygpt.checkpoint import chosen_checkpoint
 
     checkpoint = chosen_checkpoint(args.checkpoint)
+    if checkpoint.is_dir():  # a run directory: its best checkpoint
+        checkpoint = checkpoint / "best.pt"
     if args.html is not None:
         if args.ablate or args.backward:
             raise UserError(

@@ -105,6 +105,11 @@ class TrainSection:
     wandb: bool = setting(False, "also log each evaluation to Weights & Biases (extra: wandb)")
     wandb_project: str = setting("tinygpt", "the W&B project of the run")
     wandb_run_name: str = setting("", "the W&B run's name (default: out_dir's last part)")
+    timeline: bool = setting(True, "at each evaluation, append a snapshot of every head to timeline.jsonl")
+    timeline_probe: str = setting(
+        "",
+        "the text the timeline records attention on (default: 48 validation characters from a line start)",
+    )
 
 
 @dataclass

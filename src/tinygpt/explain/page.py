@@ -5,11 +5,13 @@ a worked example small enough to read, then shows the prompt's tokens with their
 next characters and the logit lens, a layer × head grid of attention heatmaps labelled
 with each head's role (explain/heads.py; a click on the label switches the head off),
 the arithmetic of any clicked row and, behind a toggle, its backward pass, a PCA map of
-the character embeddings and the run's loss curves. For models up to LIVE_LIMIT
-parameters it carries the weights and runs the forward pass itself, so any typed
-prompt updates everything; larger models carry the one prompt's trace, computed here.
-The backward panel's step 2, the gradient reaching each head's output, is computed
-here for the prompt the page is written for; the page works out the rest itself.
+the character embeddings and the run's loss curves; with the run's timeline.jsonl, a
+slider over its training steps (assets/timeline.js and .css, tinygpt.explain.timeline).
+For models up to LIVE_LIMIT parameters it carries the weights and runs the forward pass
+itself, so any typed prompt updates everything; larger models carry the one prompt's
+trace, computed here. The backward panel's step 2, the gradient reaching each head's
+output, is computed here for the prompt the page is written for; the page works out the
+rest itself.
 
 Tensors travel as base64 of little-endian float32 bytes, so the page reads the
 very numbers PyTorch holds.
@@ -34,6 +36,7 @@ from tinygpt.explain.backward import head_output_gradients
 from tinygpt.explain.heads import page_roles
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.pca import principal_components
+from tinygpt.explain.timeline import page_timeline
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files import write_atomic
 from tinygpt.metrics import read_metrics
@@ -136,6 +139,7 @@ def page_data(
         "pca": {"coords": coords.tolist(), "share": share.tolist()},
         "metrics": metrics,
         "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
+        "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
     }
     next_step(steps, "writing the page")
     return data
@@ -156,8 +160,12 @@ def render_page(data: dict[str, Any]) -> str:
     template = Template((assets / "explainer.html").read_text(encoding="utf-8"))
     return template.substitute(
         title=html.escape(f"tinygpt explainer · {data['run']}/{data['checkpoint']}"),
-        style=(assets / "explainer.css").read_text(encoding="utf-8"),
-        script=(assets / "explainer.js").read_text(encoding="utf-8"),
+        style="\n".join(
+            (assets / name).read_text(encoding="utf-8") for name in ("explainer.css", "timeline.css")
+        ),
+        script="\n".join(
+            (assets / name).read_text(encoding="utf-8") for name in ("explainer.js", "timeline.js")
+        ),
         data=script_json(data),
     )
 

@@ -12,8 +12,8 @@ every logger switched on, before the same values go to metrics.jsonl:
     sample    SAMPLE_LENGTH characters sampled at temperature SAMPLE_TEMPERATURE with a fixed
               seed, from the probe's first character
     attention the probe's attention weights, one image per layer, heads side by side
-              (tinygpt.explain.attention_image); the probe is the validation text's first
-              PROBE_LENGTH characters (at most block_size)
+              (tinygpt.explain.attention_image); the probe is the timeline's
+              (train.timeline_probe, or validation text from a line start: explain/timeline.py)
 
 Only rank 0 logs under torchrun. TensorBoard writes event files into
 <run>/tensorboard (its own writer appends them, record by record, each with a
@@ -38,11 +38,11 @@ from tinygpt.config import RunConfig, TrainSection
 from tinygpt.errors import UserError
 from tinygpt.explain.attention_image import attention_image
 from tinygpt.explain.heads import attention_weights
+from tinygpt.explain.timeline import probe_of
 from tinygpt.files import write_atomic
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
 
-PROBE_LENGTH = 48  # characters of validation text whose attention is pictured
 SAMPLE_LENGTH = 200  # characters sampled at each evaluation
 SAMPLE_TEMPERATURE = 0.8
 SAMPLE_SEED = 0
@@ -123,7 +123,8 @@ class Loggers:
         if not self.active:
             return
         scalars = {k: float(v) for k, v in values.items() if k in SCALARS and v is not None}
-        probe_ids = val[: min(PROBE_LENGTH, model.config.block_size, len(val))].long().view(1, -1)  # (1, T)
+        probe = probe_of(tokenizer, val, model.config.block_size, self.config.train.timeline_probe)
+        probe_ids = probe.view(1, -1)  # (1, T): the timeline's probe
         sample_ids, attention = evaluation_views(model, probe_ids)
         evaluation = Evaluation(
             step,

@@ -23,6 +23,7 @@ from tinygpt.checkpoint import build_payload, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
+from tinygpt.explain.timeline import Recorder
 from tinygpt.metrics import read_metrics
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
@@ -187,6 +188,11 @@ class Training:
         t = setup.config.train
         checked_every = min(t.log_interval, t.eval_interval, t.max_iters)  # most steps between checks
         self.watch = LossWatch(checked_every, setup.ranks.device, last_checked=progress.step)
+        c = setup.corpus  # rank 0 writes the timeline: the heads' snapshot at each evaluation
+        on = t.timeline and setup.ranks.is_main
+        self.timeline = (
+            Recorder(c.tokenizer, c.val, setup.model.config.block_size, t.timeline_probe) if on else None
+        )
 
     def stepped(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
         """Count the step just taken (`step` is the count so far); keep its loss for the watch."""
@@ -227,6 +233,8 @@ class Training:
             # the loggers first: a step metrics.jsonl holds, they hold too (see tinygpt.training.loggers)
             self.loggers.log(step, entry | trained, s.model, s.corpus.tokenizer, s.corpus.val)
             self.run.log(entry)
+            if self.timeline is not None:  # after metrics.jsonl and before last.pt, as --resume expects
+                self.run.snapshot(self.timeline.snapshot(s.model, step, losses["train"], losses["val"]))
             best = " (best)" if improved else ""
             bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
         if step > self.start_step:

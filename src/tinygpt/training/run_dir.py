@@ -2,11 +2,13 @@
 
     config.yaml      the resolved config
     metrics.jsonl    one JSON object per evaluation (tinygpt.metrics)
+    timeline.jsonl   a snapshot of every head at each evaluation (tinygpt.explain.timeline)
     last.pt          the latest state, for --resume
     best.pt          the model at its lowest validation loss
     lock             held while a run writes here (tinygpt.training.lock)
 
-Every file here is written through tinygpt.files.write_atomic (metrics.jsonl is appended).
+Every file here is written through tinygpt.files.write_atomic (metrics.jsonl and timeline.jsonl
+are appended).
 """
 
 from pathlib import Path
@@ -16,6 +18,8 @@ import yaml
 
 from tinygpt.config import RunConfig
 from tinygpt.errors import UserError
+from tinygpt.explain.timeline import FILE_NAME as TIMELINE
+from tinygpt.explain.timeline import append_snapshot, rewind_timeline
 from tinygpt.files import write_atomic
 from tinygpt.metrics import append_metrics, rewind_metrics
 from tinygpt.training.lock import RunLock
@@ -57,6 +61,7 @@ class RunDirectory:
         self.last = self.path / "last.pt"
         self.best = self.path / "best.pt"
         self.metrics = self.path / "metrics.jsonl"
+        self.timeline = self.path / TIMELINE
         self.lock = RunLock(self.path)
 
     def __enter__(self) -> "RunDirectory":
@@ -88,6 +93,7 @@ class RunDirectory:
             write_atomic(self.path / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
             if not resume:  # what a run that died before its first checkpoint logged
                 self.metrics.unlink(missing_ok=True)
+                self.timeline.unlink(missing_ok=True)
             for partial in self.path.glob(".*.partial"):  # left by a save that was killed (we hold the lock)
                 partial.unlink()
         except OSError as e:
@@ -98,6 +104,10 @@ class RunDirectory:
     def rewind_metrics(self, step: int) -> None:
         """Forget what a run that died after last.pt logged beyond it: the resumed run logs it again."""
         rewind_metrics(self.metrics, step)
+        rewind_timeline(self.timeline, step)
 
     def log(self, entry: dict[str, Any]) -> None:
         append_metrics(self.metrics, entry)
+
+    def snapshot(self, snapshot: dict[str, Any]) -> None:
+        append_snapshot(self.timeline, snapshot)

@@ -1,0 +1,284 @@
+"""The timeline of a run: at every evaluation, what each head does and what the model predicts.
+
+Training appends one snapshot to `timeline.jsonl` in the run directory at every
+evaluation (rank 0 only; `train.timeline: false` turns it off). Each line is one
+JSON object:
+
+    {"step": int, "train_loss": float, "val_loss": float,
+     "probe": str,                      the probe prompt (train.timeline_probe, or PROBE_LENGTH
+                                        characters of the validation split from its first line start)
+     "heads": [{"layer": int, "head": int, "scores": {role: float}, "label": str}, ...],
+     "attention": attention[layer][head][i] = the i + 1 weights of probe position i (4 decimals),
+     "top5": per probe position, a list of 5 [char, probability] pairs, likeliest first,
+     "sample": str}                     SAMPLE_LENGTH characters sampled after a newline (or the
+                                        probe's first character), temperature 0.8, seed SAMPLE_SEED
+
+The head scores are tinygpt.explain.heads' roles, scored cheaply: on SCORED_WINDOWS
+evenly spaced validation windows and SCORED_PROBES induction probes, fixed ones. The
+file is appended, read and rewound exactly as metrics.jsonl is (tinygpt.metrics): one
+write per line, a torn last line dropped with a note, and on --resume cut back to the
+step of last.pt, so that no evaluation is there twice or missing.
+
+`from_checkpoints` writes the same snapshots from a run's saved checkpoints, for a run
+that recorded none; `timeline_table` is what `tinygpt inspect RUN_DIR --timeline` prints.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.data import validation_split_of, validation_windows
+from tinygpt.errors import UserError
+from tinygpt.explain.glyphs import escaped
+from tinygpt.explain.heads import (
+    ROLES,
+    THRESHOLDS,
+    WORD_ENDS,
+    attention_weights,
+    induction_probes,
+    induction_scores,
+    label,
+    role_scores,
+)
+from tinygpt.files import write_atomic
+from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
+from tinygpt.model import GPT
+from tinygpt.tokenizer import EMPTY_PROMPT_START, CharTokenizer
+
+FILE_NAME = "timeline.jsonl"
+PROBE_LENGTH = 48  # characters of validation text in the default probe
+SCORED_WINDOWS = 4  # validation windows the head scores are measured on
+SCORED_PROBES = 4  # induction probes (random strings written twice)
+SAMPLE_LENGTH = 200
+SAMPLE_TEMPERATURE = 0.8
+SAMPLE_SEED = 0
+TOP = 5  # next-character predictions kept per probe position
+DECIMALS = 4
+
+
+class Recorder:
+    """Takes snapshots of one model as it trains, always on the same probe, windows and sample seed."""
+
+    def __init__(self, tokenizer: CharTokenizer, val_ids: torch.Tensor, block_size: int, probe: str = ""):
+        self.tokenizer = tokenizer
+        self.probe_ids = probe_of(tokenizer, val_ids, block_size, probe)  # (P,)
+        self.windows = validation_windows(val_ids, block_size, SCORED_WINDOWS)[:, :-1]  # (N, T)
+        self.probes = induction_probes(tokenizer.vocab_size, block_size, SCORED_PROBES)  # (M, 2·half)
+        self.word_ends = [tokenizer.ids[c] for c in WORD_ENDS if c in tokenizer.ids]
+        start = tokenizer.ids.get(EMPTY_PROMPT_START, int(self.probe_ids[0]))
+        self.sample_start = torch.tensor([[start]])  # (1, 1)
+
+    @torch.no_grad()
+    def snapshot(self, model: GPT, step: int, train_loss: float, val_loss: float) -> dict[str, Any]:
+        """The snapshot of `model` at `step`; the model is left in the mode it was in."""
+        was_training = model.training
+        try:
+            attention, top5 = self._probe(model)
+            return {
+                "step": step,
+                "train_loss": train_loss,
+                "val_loss": val_loss,
+                "probe": self.tokenizer.decode(self.probe_ids.tolist()),
+                "heads": self._heads(model),
+                "attention": attention,
+                "top5": top5,
+                "sample": self._sample(model),
+            }
+        finally:
+            model.train(was_training)
+
+    def _heads(self, model: GPT) -> list[dict[str, Any]]:
+        device = model.wte.weight.device
+        text_weights = attention_weights(model, self.windows.to(device))
+        probe_weights = attention_weights(model, self.probes.to(device))
+        heads = []
+        for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
+            scores = role_scores(tw.cpu(), self.windows, self.word_ends)
+            scores["induction"] = induction_scores(pw.cpu())
+            for head in range(model.config.n_head):
+                mine = {role: round(float(scores[role][head]), DECIMALS) for role in ROLES}
+                heads.append({"layer": layer, "head": head, "scores": mine, "label": label(mine)})
+        return heads
+
+    def _probe(self, model: GPT) -> tuple[list, list]:
+        """Every head's attention rows on the probe, and the top-5 next characters at each position."""
+        model.eval()
+        ids = self.probe_ids.to(model.wte.weight.device).view(1, -1)  # (1, P)
+        with model.explicit_attention(record=True) as records:
+            logits, _ = model(ids)  # (1, P, vocab)
+        attention = []
+        for record in records:
+            weights = torch.round(record["weights"][0].double().cpu(), decimals=DECIMALS)  # (nh, P, P)
+            attention.append([[row[: i + 1] for i, row in enumerate(head.tolist())] for head in weights])
+        probs = torch.softmax(logits[0].float(), dim=-1).cpu()  # (P, vocab)
+        best = torch.topk(probs, min(TOP, probs.size(-1)), dim=-1)
+        top5 = [
+            [[self.tokenizer.chars[i], round(p, DECIMALS)] for i, p in zip(ids_, ps, strict=True)]
+            for ids_, ps in zip(best.indices.tolist(), best.values.double().tolist(), strict=True)
+        ]
+        return attention, top5
+
+    def _sample(self, model: GPT) -> str:
+        device = model.wte.weight.device
+        generator = torch.Generator(device=device).manual_seed(SAMPLE_SEED)
+        start = self.sample_start.to(device)
+        ids = model.generate(start, SAMPLE_LENGTH, temperature=SAMPLE_TEMPERATURE, generator=generator)
+        return self.tokenizer.decode(ids[0, 1:].tolist())
+
+
+def probe_of(tokenizer: CharTokenizer, val_ids: torch.Tensor, block_size: int, probe: str) -> torch.Tensor:
+    """The probe's ids: the given text, or PROBE_LENGTH characters of validation text from a line start."""
+    if not probe:
+        length, start = min(PROBE_LENGTH, block_size), 0
+        if "\n" in tokenizer.ids:
+            ends = (val_ids[: len(val_ids) - length] == tokenizer.ids["\n"]).nonzero()  # (n, 1): line ends
+            start = int(ends[0, 0]) + 1 if len(ends) else 0
+        return val_ids[start : start + length].long()
+    missing = tokenizer.unknown(probe)
+    if missing:
+        shown = ", ".join(repr(c) for c in missing[:10])
+        raise UserError(
+            f"train.timeline_probe holds characters that are not in the corpus ({shown}); "
+            "use only the corpus's characters"
+        )
+    if len(probe) > block_size:
+        raise UserError(
+            f"train.timeline_probe has {len(probe)} characters, more than model.block_size = "
+            f"{block_size}; shorten it"
+        )
+    return torch.tensor(tokenizer.encode(probe))
+
+
+# ---------------------------------------------------------------- the file
+
+
+def append_snapshot(path: str | Path, snapshot: dict[str, Any]) -> None:
+    append_metrics(path, snapshot)
+
+
+def read_timeline(path: str | Path) -> list[dict[str, Any]]:
+    """Every whole snapshot in the file (none if it is absent), a torn line dropped with a note."""
+    return read_metrics(path)
+
+
+def rewind_timeline(path: str | Path, step: int) -> None:
+    """Keep only the snapshots up to and including `step`, atomically."""
+    rewind_metrics(path, step)
+
+
+def from_checkpoints(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Write timeline.jsonl for a run that recorded none, one snapshot per saved step; returns them.
+
+    Every *.pt in the run directory counts (best.pt, last.pt and any others), one per step.
+    The losses are metrics.jsonl's at that step, else the checkpoint's record's.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / FILE_NAME
+    if read_timeline(path):
+        raise UserError(
+            f"{path} already holds a timeline; --from-checkpoints writes one for a run that recorded "
+            "none (delete the file to write it again)"
+        )
+    payloads = {}  # step -> (checkpoint, payload)
+    for checkpoint in sorted(run_dir.glob("*.pt")):
+        payload = read_checkpoint(checkpoint)
+        payloads.setdefault(payload["record"]["step"], (checkpoint, payload))
+    if not payloads:
+        raise UserError(f"{run_dir} holds no checkpoints (*.pt); train a run there first")
+    logged = {entry["step"]: entry for entry in read_metrics(run_dir / "metrics.jsonl")}
+    snapshots = []
+    for step, (checkpoint, payload) in sorted(payloads.items()):
+        model = model_from_payload(payload, checkpoint).eval()
+        block_size = model.config.block_size
+        probe = payload.get("config", {}).get("train", {}).get("timeline_probe", "")
+        recorder = Recorder(
+            CharTokenizer(payload["tokenizer"]),
+            validation_split_of(payload, block_size, checkpoint),
+            block_size,
+            probe,
+        )
+        losses = logged.get(step, payload["record"])
+        snapshots.append(recorder.snapshot(model, step, losses["train_loss"], losses["val_loss"]))
+    try:
+        write_atomic(path, "".join(json.dumps(s) + "\n" for s in snapshots))
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror}; free some space or fix permissions") from None
+    return snapshots
+
+
+# ---------------------------------------------------------------- in the terminal
+
+SHORT = {"previous": "prev", "self": "self", "first": "first", "same_char": "same", "word_start": "word"}
+SHORT["induction"] = "induct"
+
+
+def dominant(scores: dict[str, float]) -> tuple[str, float, bool]:
+    """A head's role at one snapshot: its label and score if one clears its threshold, else its best score."""
+    named = label(scores)
+    role = named if named != "mixed" else max(scores, key=scores.get)
+    return role, scores[role], named != "mixed"
+
+
+def first_cleared(snapshots: list[dict[str, Any]]) -> dict[str, list[tuple[int, int, int]]]:
+    """For each role, (step, layer, head) where each head first cleared that role's threshold, by step."""
+    found: dict[str, dict[tuple[int, int], int]] = {role: {} for role in ROLES}
+    for snapshot in snapshots:
+        for h in snapshot["heads"]:
+            for role, score in h["scores"].items():
+                if score >= THRESHOLDS[role]:
+                    found[role].setdefault((h["layer"], h["head"]), snapshot["step"])
+    return {role: sorted((step, *head) for head, step in heads.items()) for role, heads in found.items()}
+
+
+def timeline_table(snapshots: list[dict[str, Any]]) -> str:
+    """One row per snapshot: the losses, then each head's dominant role and score; then when roles formed."""
+    heads = [(h["layer"], h["head"]) for h in snapshots[0]["heads"]]
+    header = f"{'step':>7} {'train':>6} {'val':>6}  " + " ".join(f"{f'{L}.{H}':<12}" for L, H in heads)
+    lines = [header]
+    for s in snapshots:
+        cells = []
+        for h in s["heads"]:
+            role, score, cleared = dominant(h["scores"])
+            cells.append(f"{SHORT[role] + ('*' if cleared else ''):<7}{score:.2f}".ljust(12))
+        lines.append(f"{s['step']:>7} {s['train_loss']:>6.3f} {s['val_loss']:>6.3f}  " + " ".join(cells))
+    lines.append("each head: the role it scores highest on (* where that clears its threshold, its label)")
+    lines.append("")
+    lines.append("first cleared its threshold:")
+    for role, firsts in first_cleared(snapshots).items():
+        where = ", ".join(f"head {L}.{H} at step {step}" for step, L, H in firsts) or "by no head"
+        lines.append(f"  {role:<11}(≥ {THRESHOLDS[role]}) {where}")
+    lines.append(f"probe: {''.join(map(escaped, snapshots[-1]['probe']))}")
+    return "\n".join(lines)
+
+
+def timeline_of(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run's snapshots, or a UserError that says how to get some."""
+    path = Path(run_dir) / FILE_NAME
+    snapshots = read_timeline(path)
+    if not snapshots:
+        raise UserError(
+            f"{run_dir} has no timeline ({FILE_NAME}): it was trained with train.timeline off or before "
+            "timelines were recorded; add --from-checkpoints to write one from its checkpoints"
+        )
+    return snapshots
+
+
+def page_timeline(run_dir: Path) -> dict[str, Any] | None:
+    """What the page's timeline reads: the snapshots, the roles and their thresholds; None if absent."""
+    snapshots = read_timeline(Path(run_dir) / FILE_NAME)
+    return {"snapshots": snapshots, "roles": list(ROLES), "thresholds": THRESHOLDS} if snapshots else None
+
+
+def run_directory(given: str | Path) -> Path:
+    """The run directory a command names: the directory itself, or the one holding a named checkpoint."""
+    path = Path(given)
+    if path.is_file():
+        return path.parent
+    if not path.is_dir():
+        raise UserError(
+            f"{path} does not exist; give a run directory (e.g. checkpoints/cpu) or a checkpoint in one"
+        )
+    return path
