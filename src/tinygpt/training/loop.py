@@ -23,6 +23,7 @@ from tinygpt.checkpoint import build_payload, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
+from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.metrics import read_metrics
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
@@ -120,6 +121,7 @@ def _train(
         unit="step",
         dynamic_ncols=True,
     )
+    utilisation = None if bar.disable else _utilisation(setup)
     with bar:  # closed however the loop ends, so that an error line starts on a line of its own
         interval_start, interval_steps = time.perf_counter(), 0
         step = start_step
@@ -146,7 +148,8 @@ def _train(
                 now = time.perf_counter()
                 speed = interval_steps * setup.tokens_per_step / (now - interval_start)
                 lr = lr_at(step - 1, t)
-                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+                mfu = f"{utilisation.of(speed):.1%}" if utilisation else None
+                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", mfu=mfu)
                 interval_start, interval_steps = now, 0
     return training.finish()
 
@@ -294,6 +297,15 @@ def _record_step(path: Path) -> int | None:
         return read_checkpoint(path)["record"]["step"]
     except (UserError, KeyError, TypeError):
         return None
+
+
+def _utilisation(setup: Setup) -> Utilisation:
+    """MFU as `tinygpt bench` computes it, for the progress bar, against a peak measured here in a
+    second or two: at the smallest of bench's matmul sizes, so it can read a little above bench's."""
+    device, dtype = setup.ranks.device, getattr(torch, setup.precision.dtype)
+    quick = MATMUL_SIZES.get(device.type, MATMUL_SIZES["cpu"])[:1]
+    peak = matmul_peak(device, dtype, quick, progress=False)["flops"] * setup.ranks.world_size
+    return Utilisation(flops_per_token(setup.model), peak)
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:
