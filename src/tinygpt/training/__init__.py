@@ -10,4 +10,5 @@ interrupt.py    Ctrl-C and SIGTERM: save, then stop
 divergence.py   a NaN or infinite loss stops the run before it reaches a checkpoint
 memory.py       will it fit? checked before any weight is allocated
 distributed.py  torchrun, the process group, DDP
+launch.py       tinygpt-torchrun: torchrun, ending quietly on Ctrl-C and without NumPy's warning
 """
