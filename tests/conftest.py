@@ -3,6 +3,9 @@
 import importlib.util
 import os
 import random
+import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -129,3 +132,18 @@ def ctrl_c_handled():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+@contextmanager
+def files_cut_at(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes of any file fail while inside (EFBIG, as on a disk that has filled).
+
+    RLIMIT_FSIZE, lowered for this process and put back after; Python ignores the
+    SIGXFSZ that comes with it, so the write raises. Writes from C and Rust fail alike.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
