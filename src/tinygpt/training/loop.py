@@ -30,13 +30,8 @@ from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
 from tinygpt.training.precision import cpu_multiplies_bfloat16, out_of_memory
 from tinygpt.training.run_dir import RunDirectory
-from tinygpt.training.setup import Setup, set_up
+from tinygpt.training.setup import RESUME_ADVICE, Setup, set_up
 from tinygpt.training.step import estimate_loss, global_batch, lr_at
-
-RESUME_ADVICE = (
-    "--resume needs it: put back a good copy, or start afresh with another out_dir "
-    "(best.pt, if it reads, still samples)"
-)
 
 
 @dataclass
@@ -52,8 +47,16 @@ class Progress:
     val_loss: float | None = None
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "Progress":
-        return cls(**{f.name: record[f.name] for f in dataclasses.fields(cls)})
+    def from_record(cls, record: dict[str, Any], path: Path) -> "Progress":
+        """Where the run in `path` stood; a record that lacks a field (or holds the wrong kind of value)
+        is a UserError naming the file."""
+        fields = dataclasses.fields(cls)
+        missing = [f.name for f in fields if f.name not in record]
+        wrong = [f.name for f in fields if f.name in record and not _fits(record[f.name], f.default)]
+        if missing or wrong:
+            what = f"lacks {', '.join(missing)}" if missing else f"has a wrong {', '.join(wrong)}"
+            raise UserError(f"--resume: the training record in {path} {what}; {RESUME_ADVICE}")
+        return cls(**{f.name: record[f.name] for f in fields})
 
 
 def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
@@ -94,9 +97,9 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    state = Progress.from_record(saved["record"]) if saved is not None else Progress()
+    state = Progress.from_record(saved["record"], run.last) if saved is not None else Progress()
     if saved is not None:
-        setup.restore(saved)
+        setup.restore(saved, run.last)
         if ranks.is_main:
             run.rewind_metrics(state.step)
     start_step = state.step
@@ -289,6 +292,16 @@ class Training:
             "world_size": s.ranks.world_size,
             "global_batch": global_batch(s.config.train, s.ranks),
         }
+
+
+def _fits(value: Any, default: Any) -> bool:
+    """A record's value is of its field's kind: counts whole numbers ≥ 0, the rest numbers, and
+    None where the field starts unset (no evaluation yet)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(default, int):
+        return isinstance(value, int) and value >= 0
+    return isinstance(value, (int, float)) or (default is None and value is None)
 
 
 def _record_step(path: Path) -> int | None:
