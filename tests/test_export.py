@@ -152,7 +152,7 @@ def test_the_model_card_names_the_out_of_vocabulary_error_and_its_helper_avoids_
     assert printed.startswith("dropped 1 character(s) outside the vocabulary: ['ü']\nROMEO: ber")
 
 
-@pytest.mark.parametrize("fmt", ["hf", "safetensors"])
+@pytest.mark.parametrize("fmt", ["hf", "safetensors"], ids=["hf", "safetensors"])
 def test_an_export_onto_a_full_disk_is_one_error_and_leaves_nothing(tmp_path, fmt, capsys):
     pytest.importorskip("transformers" if fmt == "hf" else "safetensors")
     write_checkpoint(tmp_path / "best.pt")
