@@ -3,6 +3,9 @@
 import importlib.util
 import os
 import random
+import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -138,3 +141,18 @@ def need_extra(package: str, extra: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI must have {package}: .ci/run installs the {extra} extra")
     pytest.skip(f"needs {package}: pip install -e '.[{extra}]'")
+
+
+@contextmanager
+def files_cut_at(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes of any file fail while inside (EFBIG, as on a disk that has filled).
+
+    RLIMIT_FSIZE, lowered for this process and put back after; Python ignores the
+    SIGXFSZ that comes with it, so the write raises. Writes from C and Rust fail alike.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))

@@ -4,34 +4,11 @@ import pytest
 import torch
 from conftest import tiny_raw
 
-from tinygpt import GPT, GPTConfig, bench
-from tinygpt.bench import PeakMemory, Stopwatch, benchmark, flops_per_token, format_report, matmul_peak
+from tinygpt import flops
+from tinygpt.bench import PeakMemory, benchmark, format_report
 from tinygpt.cli import main
 from tinygpt.config import from_dict
-
-
-def test_flops_per_token_by_hand():
-    model = GPT(GPTConfig(vocab_size=10, block_size=8, n_layer=1, n_head=2, n_embd=4, bias=False))
-    # N without wpe: wte 10·4 + ln_1 4 + c_attn 4·12 + attn.c_proj 4·4 + ln_2 4 + c_fc 4·16
-    #                + mlp.c_proj 16·4 + ln_f 4
-    n = 40 + 4 + 48 + 16 + 4 + 64 + 64 + 4
-    assert flops_per_token(model) == 6 * n + 12 * 1 * 8 * 4
-
-
-def test_flops_per_token_at_shakespeare_char_size():
-    model = GPT(GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, bias=True))
-    n = 65 * 384 + 6 * (4 * 384 + 384 * 1152 + 1152 + 384 * 384 + 384 + 2 * 384 * 1536 + 1536 + 384) + 768
-    assert n == model.num_params() - 256 * 384 == 10_672_512
-    assert flops_per_token(model) == pytest.approx(71.1e6, rel=1e-3)  # 64.0M for the weights, 7.1M attention
-
-
-def test_stopwatch_gives_intervals_between_marks(monkeypatch):
-    clock = iter([10.0, 10.5, 12.0, 12.25])
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: next(clock))
-    watch = Stopwatch(torch.device("cpu"))
-    for _ in range(4):
-        watch.mark()
-    assert watch.intervals() == [0.5, 1.5, 0.25]  # each mark to the next, in order
+from tinygpt.flops import Stopwatch
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -54,15 +31,8 @@ def test_peak_memory_sees_a_large_allocation_on_cpu():
     del block
 
 
-def test_matmul_peak_is_the_best_size(monkeypatch):
-    monkeypatch.setitem(bench.MATMUL_SIZES, "cpu", (32, 64))
-    peak = matmul_peak(torch.device("cpu"), torch.float32, progress=False)
-    assert set(peak["by_size"]) == {32, 64}
-    assert peak["flops"] == max(peak["by_size"].values()) > 0
-
-
 def test_benchmark_measures_everything_and_reports_it(corpus_file, tmp_path, monkeypatch):
-    monkeypatch.setitem(bench.MATMUL_SIZES, "cpu", (64,))
+    monkeypatch.setitem(flops.MATMUL_SIZES, "cpu", (64,))
     config = from_dict(tiny_raw(corpus_file, tmp_path / "run"))
     result = benchmark(config, steps=3, warmup=1, lengths=(4, 9), progress=False)
     training = result["training"]
@@ -78,7 +48,7 @@ def test_benchmark_measures_everything_and_reports_it(corpus_file, tmp_path, mon
 
 
 def test_bench_command_prints_json(corpus_file, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(bench.MATMUL_SIZES, "cpu", (64,))
+    monkeypatch.setitem(flops.MATMUL_SIZES, "cpu", (64,))
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))  # JSON is YAML
     args = ["bench", "--config", str(config), "--steps", "2", "--warmup", "0", "--lengths", "3", "--json"]

@@ -238,3 +238,13 @@ def test_reference_table_lists_every_key():
     table = reference()
     for key in ["model.n_embd", "data.corpus", "train.grad_accum_steps", "train.compile", "out_dir"]:
         assert f"`{key}`" in table
+
+
+@pytest.mark.parametrize("override", ["data.corpus=my\nfile.txt", "out_dir=a\nb", "train.max_iters=1\r\n"])
+def test_a_line_break_in_an_override_is_refused_not_folded_into_a_space(tmp_path, override):
+    """YAML reads 'my\\nfile.txt' as 'my file.txt': a --set value is refused whole instead."""
+    path = write(tmp_path, "model: {n_layer: 2}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, [override])
+    assert str(caught.value) == f"--set {override!r}: holds a line break; give the key and value on one line"
+    assert "\n" not in str(caught.value)  # one line, as every error

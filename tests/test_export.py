@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from conftest import files_cut_at
 
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
@@ -132,3 +133,35 @@ def test_a_missing_extra_is_a_user_error(tmp_path, monkeypatch, capsys):
     assert main(["export", str(tmp_path / "best.pt"), str(tmp_path / "hf")]) == 2
     assert "pip install 'tinygpt[hf]'" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]  # no partial directory left
+
+
+def test_the_model_card_names_the_out_of_vocabulary_error_and_its_helper_avoids_it(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    write_checkpoint(tmp_path / "best.pt")
+    export(tmp_path / "best.pt", tmp_path / "hf")
+    card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    with pytest.raises(Exception) as raised:
+        tokenizer("ROMEO: über")  # ü is not in the vocabulary
+    assert f'"{raised.value}"' in card  # the card's heading is the very message transformers gives
+
+    example = card.split("```python\n")[1].split("```")[0]
+    example = example.replace("path/to/this/directory", str(tmp_path / "hf")).replace("ROMEO:", "ROMEO: über")
+    exec(example, {})  # the card's example, as a user runs it, with a character the model lacks
+    printed = capsys.readouterr().out
+    assert printed.startswith("dropped 1 character(s) outside the vocabulary: ['ü']\nROMEO: ber")
+
+
+@pytest.mark.parametrize("fmt", ["hf", "safetensors"], ids=["hf", "safetensors"])
+def test_an_export_onto_a_full_disk_is_one_error_and_leaves_nothing(tmp_path, fmt, capsys):
+    pytest.importorskip("transformers" if fmt == "hf" else "safetensors")
+    write_checkpoint(tmp_path / "best.pt")
+    with files_cut_at(4096):  # the weights are larger: their write fails part-way, in safetensors' Rust
+        code = main(["export", str(tmp_path / "best.pt"), str(tmp_path / "out"), "--format", fmt])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        f"error: cannot write the export to {tmp_path / 'out'}: File too large; nothing was written; "
+        "free some space (or fix the directory) and export again\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]  # no partial directory or file

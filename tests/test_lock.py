@@ -1,5 +1,6 @@
 """One run per run directory: a live holder is refused by name, a dead one's lock is taken over."""
 
+import errno
 import json
 import os
 import socket
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt.errors import UserError
+from tinygpt.training import lock
 from tinygpt.training.lock import RunLock
 from tinygpt.training.loop import train
 
@@ -84,3 +86,20 @@ def test_deleting_the_lock_file_of_a_live_run_does_not_let_a_second_one_in(tmp_p
     with RunLock(tmp_path):  # the holder gone, the directory is free
         assert json.loads((tmp_path / "lock").read_text())["pid"] == os.getpid()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_system_without_flock_is_a_user_error_and_changes_nothing(tiny_config, monkeypatch):
+    """NFS mounted without locking gives ENOLCK: one clear error, and no file of the run is written."""
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(lock.fcntl, "flock", no_locks)
+    run = Path(tiny_config.out_dir)
+    with pytest.raises(UserError) as caught:
+        train(tiny_config, progress=False)
+    assert str(caught.value) == (
+        f"cannot lock {run} (No locks available): its file system does not take flock(2) locks, as some "
+        "NFS mounts do not; set out_dir to a directory on a local disk"
+    )
+    assert list(run.iterdir()) == []  # created for the lock, nothing written into it

@@ -153,3 +153,41 @@ def test_random_values_for_real_keys_load_or_give_a_clear_error(tmp_path, model,
 @given(text=LINES | st.text(max_size=60), overrides=st.lists(st.tuples(NAMES, RAW), max_size=2))
 def test_random_text_and_overrides_load_or_give_a_clear_error(tmp_path, text, overrides):
     load_text(tmp_path, text, [f"{section}.{key}" for section, key in overrides])
+
+
+# ------------------------------------------------------------------ sample's flags
+
+ODD_NUMBERS = ["-1", "0", "1", "2", "1.5", "1e3", "nan", "inf", "-inf", "x", "", "18446744073709551616"]
+SAMPLE_FLAGS = {
+    "--prompt": st.text(max_size=20),
+    "--max-new-tokens": st.sampled_from(["-1", "0", "1", "3", "1.5", "x", "", "nan"]),
+    "--temperature": st.sampled_from([*ODD_NUMBERS, "1e-40", "1e-300", "1e308"]) | st.floats().map(str),
+    "--top-k": st.sampled_from([*ODD_NUMBERS, "1000"]),
+    "--top-p": st.sampled_from([*ODD_NUMBERS, "0.5", "1e-320", "1.0000001"]) | st.floats().map(str),
+    "--num-samples": st.sampled_from(["-1", "0", "1", "2", "x"]),
+    "--seed": st.sampled_from([*ODD_NUMBERS, "4294967295", "4294967296"]),
+    "--device": st.sampled_from(["cpu", "auto", "cuda", "tpu"]),
+    "--ablate": st.sampled_from(["0.0", "1.1", "0.0,1.1", "9.9", "0.x", "", "-1.0", "0.0,0.0"]),
+    "--ablate-mode": st.sampled_from(["zero", "mean", "half"]),
+    "--no-cache": st.none(),
+}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flags=st.fixed_dictionaries({}, optional=SAMPLE_FLAGS), missing=st.booleans())
+def test_random_sample_flags_sample_or_give_a_clear_error(odd_checkpoint, tmp_path, capsys, flags, missing):
+    """Every combination ends in samples (exit 0) or one error line (exit 2): never a traceback."""
+    from tinygpt.cli import main
+
+    checkpoint = str(tmp_path / "none.pt") if missing else str(odd_checkpoint)
+    argv = ["sample", "--checkpoint", checkpoint]
+    for flag, value in flags.items():
+        argv += [flag] if value is None else [f"{flag}={value}"]  # = keeps a value like -1 a value
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse: a value of the wrong type, or an unknown choice
+        code = e.code
+    err = capsys.readouterr().err
+    assert code in (0, 2), err
+    if code == 2:
+        assert "error: " in err and "Traceback" not in err

@@ -8,7 +8,7 @@ from conftest import tiny_raw
 import tinygpt.training.loop as training_loop  # where checkpoints are saved
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt import GPT, GPTConfig, load_checkpoint
-from tinygpt.checkpoint import read_checkpoint
+from tinygpt.checkpoint import read_checkpoint, save_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.training.loop import train
@@ -191,3 +191,57 @@ def test_resume_repairs_a_best_pt_that_a_failed_save_left_behind_the_record(
     assert best["record"]["step"] == record["best_step"] == 20
     assert all(torch.equal(best["model"][k], last["model"][k]) for k in last["model"])
     assert "optimizer" not in best
+
+
+def _without_digest(payload: dict) -> dict:
+    return {k: v for k, v in payload.items() if k != "digest"}  # save_checkpoint seals it anew
+
+
+@pytest.mark.parametrize(
+    "damage, said",
+    [
+        (lambda p: p["record"].pop("best_step"), "the training record in {last} lacks best_step"),
+        (lambda p: p["record"].update(step="20"), "the training record in {last} has a wrong step"),
+        (lambda p: p["record"].update(tokens_seen=-1), "in {last} has a wrong tokens_seen"),
+        (
+            lambda p: p.pop("optimizer"),
+            "{last} holds optimizer or random-generator state that this run cannot take up (no 'optimizer')",
+        ),
+        (lambda p: p["optimizer"].pop("param_groups"), "cannot take up (no 'param_groups')"),
+        (lambda p: p["optimizer"]["state"][0].update(exp_avg=torch.zeros(3)), "up (its exp_avg is (3,)"),
+        (lambda p: p["optimizer"]["param_groups"].pop(), "cannot take up (loaded state dict has a different"),
+        (lambda p: p.pop("rng"), "cannot take up (no 'rng')"),
+        (lambda p: p["rng"].update(torch=torch.zeros(3)), "cannot take up ("),
+    ],
+    ids=[
+        "record-lacks-a-field",
+        "record-step-a-string",
+        "record-negative-count",
+        "no-optimizer",
+        "optimizer-without-groups",
+        "optimizer-state-wrong-shape",
+        "optimizer-one-group-short",
+        "no-rng",
+        "rng-malformed",
+    ],
+)
+def test_resuming_from_a_last_pt_with_a_damaged_record_or_state_is_one_error_naming_it(
+    corpus_file, tmp_path, damage, said
+):
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=20)
+    train(from_dict(raw), progress=False)
+    last = tmp_path / "run" / "last.pt"
+    payload = _without_digest(read_checkpoint(last))
+    damage(payload)
+    save_checkpoint(payload, last)
+    before = last.read_bytes()
+    raw["train"]["max_iters"] = 40
+    with pytest.raises(UserError) as caught:
+        train(from_dict(raw), resume=True, progress=False)
+    message = str(caught.value)
+    assert said.format(last=last) in message and str(last) in message
+    assert message.endswith(
+        "--resume needs it: put back a good copy, or start afresh with another out_dir "
+        "(best.pt, if it reads, still samples)"
+    )
+    assert last.read_bytes() == before  # nothing of the run was changed

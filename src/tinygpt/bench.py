@@ -11,19 +11,7 @@ What is measured (`benchmark`):
   most torch allocated on CUDA;
 - model FLOP utilisation (MFU): FLOPs per token × tokens/s ÷ the peak matmul
   FLOP/s measured by this same run on this device, in the precision training
-  uses (float32, or the autocast dtype).
-
-Training FLOPs per token (`flops_per_token`) count the matrix multiplies,
-forward and backward (backward costs twice the forward):
-
-    6·N               N = parameters minus the position embedding: every weight
-                      takes part in one multiply-add per token (the tied token
-                      embedding as the LM head), ×2 FLOPs, ×3 for backward
-    + 12·L·T·C        attention: q·kᵀ and weights·v, 2·T·C FLOPs each per token
-                      and layer forward, ×3 for backward (the whole T×T square,
-                      as is usual, though causal kernels can skip half)
-
-This is nanoGPT's and PaLM's convention, so MFU figures compare across the two.
+  uses (float32, or the autocast dtype); tinygpt.flops says how FLOPs are counted.
 """
 
 import os
@@ -38,73 +26,13 @@ from tqdm import tqdm
 
 from tinygpt.config import RunConfig
 from tinygpt.device import pick_device
+from tinygpt.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak, synchronize
 from tinygpt.generate import stream
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.setup import Setup, set_up
 
 GENERATION_LENGTHS = (100, 500, 2000)
-MATMUL_SIZES = {"cpu": (1024, 2048, 4096), "cuda": (4096, 8192, 16384)}
-
-
-def flops_per_token(model: GPT) -> float:
-    """Training FLOPs (forward + backward) per token: 6·N + 12·L·T·C (see the module docstring)."""
-    c = model.config
-    n = model.num_params() - model.wpe.weight.numel()  # the position embedding is added, not multiplied
-    return 6 * n + 12 * c.n_layer * c.block_size * c.n_embd
-
-
-class Stopwatch:
-    """Marks points in time; on CUDA with events, so timing never makes the host wait mid-run."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.marks: list[Any] = []
-
-    def mark(self) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self.marks.append(event)
-        else:
-            self.marks.append(time.perf_counter())
-
-    def intervals(self) -> list[float]:
-        """Seconds between consecutive marks (waits for the device once, here)."""
-        pairs = zip(self.marks[:-1], self.marks[1:], strict=True)
-        if self.cuda:
-            torch.cuda.synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in pairs]
-        return [b - a for a, b in pairs]
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, progress: bool = True) -> dict[str, Any]:
-    """Best median FLOP/s of square matmuls (n×n @ n×n, 2n³ FLOPs) over a few sizes, in `dtype`."""
-    results = {}
-    sizes = MATMUL_SIZES.get(device.type, MATMUL_SIZES["cpu"])
-    for n in tqdm(sizes, desc=f"matmul peak ({str(dtype).removeprefix('torch.')})", disable=not progress):
-        a = torch.randn(n, n, device=device).to(dtype)
-        b = torch.randn(n, n, device=device).to(dtype)
-        a @ b  # warm-up: first-call set-up, kernel selection
-        synchronize(device)
-        start = time.perf_counter()
-        a @ b
-        synchronize(device)
-        calls = max(1, int(0.2 / (time.perf_counter() - start)))  # about 0.2 s per timed sample
-        watch = Stopwatch(device)
-        for _ in range(5):
-            watch.mark()
-            for _ in range(calls):
-                a @ b
-        watch.mark()
-        results[n] = 2 * n**3 * calls / statistics.median(watch.intervals())
-        del a, b
-    return {"flops": max(results.values()), "by_size": results}
 
 
 class PeakMemory:
@@ -205,8 +133,8 @@ def benchmark(
         "no_cache": generation_speed(model, lengths, False, progress),
     }
     del model
-    peak = matmul_peak(device, getattr(torch, training["dtype"]), progress)
-    achieved = flops * training["tokens_per_s"]
+    peak = matmul_peak(device, getattr(torch, training["dtype"]), progress=progress)
+    utilisation = Utilisation(flops, peak["flops"])
     return {
         "device": _device_name(device),
         "torch": str(torch.__version__),
@@ -216,10 +144,10 @@ def benchmark(
         "training": training,
         "generation_tokens_per_s": generation,
         "flops_per_token": flops,
-        "achieved_flops": achieved,
+        "achieved_flops": utilisation.achieved(training["tokens_per_s"]),
         "peak_matmul_flops": peak["flops"],
         "peak_matmul_flops_by_size": peak["by_size"],
-        "mfu": achieved / peak["flops"],
+        "mfu": utilisation.of(training["tokens_per_s"]),
     }
 
 

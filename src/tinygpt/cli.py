@@ -303,7 +303,8 @@ def in_torchrun_job() -> bool:
 
 
 def leave_job_if_failed(code: int) -> int:
-    """A rank of a torchrun job that failed ends its process here, at once, skipping Python's clean-up.
+    """A rank of a torchrun job that failed (or was stopped by a signal, its last.pt saved) ends its
+    process here, at once, skipping Python's clean-up.
 
     Called while the error is still being handled, so that the failed step's frames (and
     DDP's reducer in them) are still alive: freeing the reducer joins gloo's threads while

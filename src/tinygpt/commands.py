@@ -25,11 +25,13 @@ def train(args: argparse.Namespace) -> int:
     try:
         record = train(config, resume=args.resume, progress=not args.quiet)
     except Interrupted as e:
+        from tinygpt.cli import leave_job_if_failed
+
         if is_main_process():
             print(e, file=sys.stderr)
             if (Path(config.out_dir) / "last.pt").is_file():
                 print(f"to resume: {resume_command(config.out_dir)}", file=sys.stderr)
-        return e.exit_code
+        return leave_job_if_failed(e.exit_code)  # under torchrun, the rank ends here (see there why)
     if is_main_process():  # under torchrun, once for the job
         print(
             f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "

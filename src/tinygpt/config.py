@@ -208,6 +208,8 @@ def _apply_override(raw: Any, override: str) -> None:
     key, sep, text = override.partition("=")
     if not sep or not key.strip():
         raise UserError(f"--set {override!r}: write it as section.key=value, e.g. --set train.max_iters=200")
+    if "\n" in override or "\r" in override:  # YAML would fold it into a space, silently
+        raise UserError(f"--set {override!r}: holds a line break; give the key and value on one line")
     parts = key.strip().split(".")
     if len(parts) > 2:
         raise UserError(

@@ -28,6 +28,7 @@ CACHE_VERSION = 3  # 2: line endings made \n and a byte-order mark dropped; 3: a
 def resolve_corpus(data: DataSection) -> Path:
     """The corpus file a data section names, building the built-in one if needed."""
     if data.corpus in BUILTIN_CORPORA:
+        _check_data_dir(Path(data.data_dir))
         return build_corpus(Path(data.data_dir) / BUILTIN_CORPORA[data.corpus])
     path = Path(data.corpus).expanduser()
     if not path.exists():
@@ -122,6 +123,17 @@ class Corpus:
     tokenizer: CharTokenizer
     train: torch.Tensor  # (N_train,) int32
     val: torch.Tensor  # (N_val,) int32
+
+
+def _check_data_dir(data_dir: Path) -> None:
+    """data.data_dir must be a directory, or a path where one can be made: checked before any download."""
+    existing = next((p for p in (data_dir, *data_dir.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is" if existing == data_dir else f"is inside {existing}, which is"
+        raise UserError(
+            f"data.data_dir {data_dir} {where} a file, not a directory; set data.data_dir to a "
+            "directory (the built-in corpus is written there)"
+        )
 
 
 def load_corpus(data: DataSection, block_size: int) -> Corpus:

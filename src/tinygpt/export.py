@@ -28,6 +28,7 @@ the model config and the vocabulary; `load_safetensors` reads them back.
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -223,13 +224,32 @@ from transformers import AutoTokenizer, GPT2LMHeadModel
 
 tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")
 model = GPT2LMHeadModel.from_pretrained("path/to/this/directory")
-ids = tokenizer("ROMEO:", return_tensors="pt").input_ids
-out = model.generate(ids, max_new_tokens=100, do_sample=True, temperature=0.8)
+
+
+def known_characters(text):  # the text without the characters this model has no id for
+    vocabulary = tokenizer.get_vocab()
+    unknown = sorted(set(text) - set(vocabulary))
+    if unknown:
+        print(f"dropped {{len(unknown)}} character(s) outside the vocabulary: {{unknown}}")
+    return "".join(c for c in text if c in vocabulary)
+
+
+ids = tokenizer(known_characters("ROMEO:"), return_tensors="pt").input_ids
+room = model.config.n_positions - ids.shape[1]  # prompt and new text together fit the context
+out = model.generate(ids, max_new_tokens=min(100, room), do_sample=True, temperature=0.8)
 print(tokenizer.decode(out[0]))
 ```
 
 Positions are learned and absolute, so prompt and generated text together can be at
-most {config.block_size} characters here. Characters outside the vocabulary cannot be encoded.
+most {config.block_size} characters here (`n_positions`).
+
+## "WordLevel error: Missing [UNK] token from the vocabulary"
+
+This error from the tokenizer means that the text holds a character the model never
+saw in training. Each id is one character of the training text, and there is no
+`[UNK]` id to stand for the others, so they cannot be encoded. Drop them first, as
+`known_characters` above does, or replace them with characters of the vocabulary
+(`tokenizer.get_vocab()` lists all {config.vocab_size}).
 """
 
 
@@ -307,10 +327,36 @@ def _built_then_renamed(out_dir: Path) -> Iterator[Path]:
     try:
         yield partial
         _readable_by_all(partial)
-    except BaseException:
+        os.replace(partial, out_dir)  # onto nothing or onto an empty directory
+    except BaseException as e:
         shutil.rmtree(partial, ignore_errors=True)
-        raise
-    os.replace(partial, out_dir)  # onto nothing or onto an empty directory
+        reason = _write_failure(e)
+        if reason is None:
+            raise
+        raise UserError(
+            f"cannot write the export to {out_dir}: {reason}; nothing was written; free some space "
+            "(or fix the directory) and export again"
+        ) from None
+
+
+def _write_failure(error: BaseException) -> str | None:
+    """Why a write failed (a full disk, say), if `error` is a failed write; None for anything else.
+
+    An OSError says it in strerror. safetensors writes from Rust and raises its own
+    SafetensorError, whose text wraps the OS's message: `Error while serializing: I/O
+    error: No space left on device (os error 28)` (older versions: `IoError(Os { …,
+    message: "No space left on device" })`).
+    """
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    try:
+        from safetensors import SafetensorError
+    except ImportError:
+        return None
+    if not isinstance(error, SafetensorError):
+        return None
+    said = re.search(r'I/O error: (.*) \(os error \d+\)|IoError\(.*message: "([^"]*)"', str(error))
+    return (said[1] or said[2]) if said else None
 
 
 def _readable_by_all(directory: Path) -> None:

@@ -72,6 +72,8 @@ class StopRequest:
                 signum, f"stopped at once by a second {name}; checkpoints saved before are intact"
             )
         self.signum = signum
+        if os.environ.get("RANK", "0") != "0":  # under torchrun every rank is told: rank 0 says it
+            return
         # os.write to fd 2, not print: the handler may run while the progress bar is half-way
         # through a buffered write to sys.stderr, and re-entering that buffer would raise
         again = "Ctrl-C" if signum == signal.SIGINT else name

@@ -35,7 +35,10 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock, or raise UserError if a live process holds it. OSError if it cannot be taken."""
+        """Take the lock, or raise UserError if a live process holds it or the file system has no flock.
+
+        OSError if the directory cannot be opened.
+        """
         fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -44,6 +47,12 @@ class RunLock:
             raise UserError(
                 f"{self.directory} is in use by another training run ({_holder(self.path)}); wait for it "
                 "to finish or stop it, or train elsewhere with --set out_dir=checkpoints/<new name>"
+            ) from None
+        except OSError as e:  # ENOLCK, EOPNOTSUPP: a file system without flock, as some NFS mounts
+            os.close(fd)
+            raise UserError(
+                f"cannot lock {self.directory} ({e.strerror}): its file system does not take flock(2) "
+                "locks, as some NFS mounts do not; set out_dir to a directory on a local disk"
             ) from None
         except BaseException:
             os.close(fd)

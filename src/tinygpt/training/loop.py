@@ -24,6 +24,7 @@ from tinygpt.config import RunConfig
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
 from tinygpt.explain.timeline import Recorder
+from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.metrics import read_metrics
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
@@ -31,13 +32,8 @@ from tinygpt.training.interrupt import Interrupted, StopRequest
 from tinygpt.training.loggers import Loggers
 from tinygpt.training.precision import cpu_multiplies_bfloat16, out_of_memory
 from tinygpt.training.run_dir import RunDirectory
-from tinygpt.training.setup import Setup, set_up
+from tinygpt.training.setup import RESUME_ADVICE, Setup, set_up
 from tinygpt.training.step import estimate_loss, global_batch, lr_at
-
-RESUME_ADVICE = (
-    "--resume needs it: put back a good copy, or start afresh with another out_dir "
-    "(best.pt, if it reads, still samples)"
-)
 
 
 @dataclass
@@ -53,8 +49,16 @@ class Progress:
     val_loss: float | None = None
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "Progress":
-        return cls(**{f.name: record[f.name] for f in dataclasses.fields(cls)})
+    def from_record(cls, record: dict[str, Any], path: Path) -> "Progress":
+        """Where the run in `path` stood; a record that lacks a field (or holds the wrong kind of value)
+        is a UserError naming the file."""
+        fields = dataclasses.fields(cls)
+        missing = [f.name for f in fields if f.name not in record]
+        wrong = [f.name for f in fields if f.name in record and not _fits(record[f.name], f.default)]
+        if missing or wrong:
+            what = f"lacks {', '.join(missing)}" if missing else f"has a wrong {', '.join(wrong)}"
+            raise UserError(f"--resume: the training record in {path} {what}; {RESUME_ADVICE}")
+        return cls(**{f.name: record[f.name] for f in fields})
 
 
 def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
@@ -102,9 +106,9 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    state = Progress.from_record(saved["record"]) if saved is not None else Progress()
+    state = Progress.from_record(saved["record"], run.last) if saved is not None else Progress()
     if saved is not None:
-        setup.restore(saved)
+        setup.restore(saved, run.last)
         if ranks.is_main:
             run.rewind_metrics(state.step)
     start_step = state.step
@@ -132,6 +136,7 @@ def _train(
         unit="step",
         dynamic_ncols=True,
     )
+    utilisation = None if bar.disable else _utilisation(setup)
     with bar:  # closed however the loop ends, so that an error line starts on a line of its own
         interval_start, interval_steps = time.perf_counter(), 0
         step = start_step
@@ -158,7 +163,8 @@ def _train(
                 now = time.perf_counter()
                 speed = interval_steps * setup.tokens_per_step / (now - interval_start)
                 lr = lr_at(step - 1, t)
-                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+                mfu = f"{utilisation.of(speed):.1%}" if utilisation else None
+                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", mfu=mfu)
                 interval_start, interval_steps = now, 0
     return training.finish()
 
@@ -333,12 +339,31 @@ class Training:
         }
 
 
+def _fits(value: Any, default: Any) -> bool:
+    """A record's value is of its field's kind: counts whole numbers ≥ 0, the rest numbers, and
+    None where the field starts unset (no evaluation yet)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(default, int):
+        return isinstance(value, int) and value >= 0
+    return isinstance(value, (int, float)) or (default is None and value is None)
+
+
 def _record_step(path: Path) -> int | None:
     """The step a checkpoint's record holds, or None if it is missing or does not read."""
     try:
         return read_checkpoint(path)["record"]["step"]
     except (UserError, KeyError, TypeError):
         return None
+
+
+def _utilisation(setup: Setup) -> Utilisation:
+    """MFU as `tinygpt bench` computes it, for the progress bar, against a peak measured here in a
+    second or two: at the smallest of bench's matmul sizes, so it can read a little above bench's."""
+    device, dtype = setup.ranks.device, getattr(torch, setup.precision.dtype)
+    quick = MATMUL_SIZES.get(device.type, MATMUL_SIZES["cpu"])[:1]
+    peak = matmul_peak(device, dtype, quick, progress=False)["flops"] * setup.ranks.world_size
+    return Utilisation(flops_per_token(setup.model), peak)
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:

@@ -7,10 +7,17 @@ bounds, so the check refuses only what cannot work:
 
 - per parameter, its float32 weight, its gradient and AdamW's two moment
   estimates: 16 bytes;
-- per token of a micro-batch, what the forward pass must keep for the
-  backward: the input of each of a block's four linear maps (C, C, C and 4·C
-  values), at least 2 bytes each (bfloat16), and the float32 logits that the
-  loss reads (vocab_size values).
+- per token of a micro-batch, what a training step must hold at once: the
+  values each block keeps for the backward (its two layer norms' inputs and
+  outputs, q, k and v, the attention output, the MLP's hidden layer before and
+  after GELU: 16·C values), ln_f's input and output (2·C), in the precision the
+  step computes in (4 bytes in float32, 2 under bfloat16 or float16 autocast);
+  the loss's log-softmax over the vocabulary and, beside it, the logits in the
+  forward or their gradient in the backward (2 × vocab_size float32 values);
+  and the input and target ids (two int64).
+
+test_memory.py holds the bound below a real step's measured peak, and close
+enough to it that a batch twice too large is refused.
 """
 
 import os
@@ -22,7 +29,8 @@ from tinygpt.errors import UserError
 from tinygpt.model import GPTConfig
 
 TRAINING_BYTES_PER_PARAMETER = 16  # weight, gradient, AdamW's exp_avg and exp_avg_sq, all float32
-LINEAR_INPUTS_PER_BLOCK = 7  # × n_embd values per token: c_attn, attn.c_proj, c_fc (C each), mlp.c_proj (4·C)
+KEPT_PER_BLOCK = 16  # × n_embd values per token: ln_1 in and out, q, k, v, attention out, ln_2 in and out
+#                     (C each), the MLP's hidden layer before and after GELU (4·C each)
 GiB = 2**30
 
 
@@ -52,17 +60,20 @@ def free_memory(device: torch.device) -> int | None:
     return None
 
 
-def activation_bytes(c: GPTConfig, batch_size: int) -> int:
-    """A lower bound on what one micro-batch's forward pass keeps for the backward, in bytes."""
-    per_token = c.n_layer * LINEAR_INPUTS_PER_BLOCK * c.n_embd * 2 + c.vocab_size * 4
-    return batch_size * c.block_size * per_token
+def activation_bytes(c: GPTConfig, batch_size: int, value_bytes: int) -> int:
+    """A lower bound on what one micro-batch's forward and backward hold at once, in bytes;
+    `value_bytes` per activation value (4 in float32, 2 under autocast)."""
+    kept = (KEPT_PER_BLOCK * c.n_layer + 2) * c.n_embd * value_bytes  # the blocks, then ln_f's in and out
+    loss = 2 * c.vocab_size * 4  # log-softmax, and the logits or their gradient, float32
+    ids = 2 * 8  # input and target, int64
+    return batch_size * c.block_size * (kept + loss + ids)
 
 
-def check_fits(c: GPTConfig, batch_size: int, device: torch.device) -> None:
-    """Raise UserError when training could not fit in the device's free memory."""
+def check_fits(c: GPTConfig, batch_size: int, device: torch.device, dtype: str) -> None:
+    """Raise UserError when training in `dtype` could not fit in the device's free memory."""
     free = free_memory(device)
     state = parameter_count(c) * TRAINING_BYTES_PER_PARAMETER
-    activations = activation_bytes(c, batch_size)
+    activations = activation_bytes(c, batch_size, getattr(torch, dtype).itemsize)
     if free is None or state + activations <= free:
         return
     if state > free:

@@ -77,6 +77,11 @@ class MuonWithAdamW:
         self.parts = {"muon": muon, "adamw": adamw}
         self.param_groups = muon.param_groups + adamw.param_groups
 
+    @property
+    def state(self) -> dict:
+        """Both parts' per-parameter state (their parameters are disjoint)."""
+        return {**self.parts["muon"].state, **self.parts["adamw"].state}
+
     def step(self) -> None:
         for part in self.parts.values():
             part.step()

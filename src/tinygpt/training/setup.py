@@ -18,6 +18,11 @@ from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import Precision, check_compile_works, precision_for, prepare_device
 from tinygpt.training.step import global_batch, lr_at, train_step
 
+RESUME_ADVICE = (
+    "--resume needs it: put back a good copy, or start afresh with another out_dir "
+    "(best.pt, if it reads, still samples)"
+)
+
 
 @dataclass
 class Setup:
@@ -69,17 +74,29 @@ class Setup:
             state["cuda"] = torch.cuda.get_rng_state(self.ranks.device)
         return state
 
-    def restore(self, saved: dict[str, Any]) -> None:
-        """The optimizer and this rank's random states from a last.pt (weights are set up from it)."""
-        self._restore_optimizer(saved)
-        by_rank = saved.get("rank_rng", [saved["rng"]])
-        if self.ranks.rank >= len(by_rank):  # a rank the saved run did not have starts its own stream
-            return
-        state = by_rank[self.ranks.rank]
-        torch.set_rng_state(state["torch"])
-        self.generator.set_state(state["batches"])
-        if self.ranks.device.type == "cuda" and "cuda" in state:
-            torch.cuda.set_rng_state(state["cuda"], self.ranks.device)
+    def restore(self, saved: dict[str, Any], path: Path) -> None:
+        """The optimizer and this rank's random states from a last.pt (weights are set up from it).
+
+        A last.pt whose states are missing or do not fit this model (a best.pt copied over it,
+        a file edited by hand) is a UserError naming it; nothing of it is half-applied to training.
+        """
+        try:
+            self._restore_optimizer(saved)
+            _check_optimizer_state(self.optimizer)
+            by_rank = saved.get("rank_rng", [saved["rng"]])
+            if self.ranks.rank >= len(by_rank):  # a rank the saved run did not have starts its own stream
+                return
+            state = by_rank[self.ranks.rank]
+            torch.set_rng_state(state["torch"])
+            self.generator.set_state(state["batches"])
+            if self.ranks.device.type == "cuda" and "cuda" in state:
+                torch.cuda.set_rng_state(state["cuda"], self.ranks.device)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
+            what = f"no {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
+            raise UserError(
+                f"--resume: {path} holds optimizer or random-generator state that this run cannot "
+                f"take up ({what}); {RESUME_ADVICE}"
+            ) from None
 
 
 def set_up(
@@ -97,7 +114,7 @@ def set_up(
         check_compile_works(device)
     corpus = ranks.in_turn(lambda: load_corpus(config.data, config.model.block_size))
     model_config = GPTConfig(vocab_size=corpus.tokenizer.vocab_size, **vars(config.model))
-    check_fits(model_config, t.batch_size, device)
+    check_fits(model_config, t.batch_size, device, precision.dtype)
 
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
     if saved is not None:
@@ -115,6 +132,17 @@ def set_up(
     }
     generator = torch.Generator().manual_seed(t.seed + ranks.rank)  # each rank its own batches
     return Setup(config, ranks, corpus, model, step_model, optimizer, precision, splits, generator)
+
+
+def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Every moment estimate has its parameter's shape: load_state_dict does not check, and a
+    mismatch would only fail inside the first step."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for name, value in optimizer.state.get(p, {}).items():
+                if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
+                    shapes = f"{tuple(value.shape)} for a parameter of {tuple(p.shape)}"
+                    raise ValueError(f"its {name} is {shapes}")
 
 
 def _check_same_model(saved: dict, model_config: GPTConfig, path: Path | None) -> None:
