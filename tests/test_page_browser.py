@@ -1,9 +1,10 @@
 """The explainer page in a real browser: headless Chromium (the system's, never a downloaded one)."""
 
-import importlib.util
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -188,21 +189,28 @@ def test_large_model_page_shows_the_python_trace(odd_checkpoint, tmp_path, open_
     )
 
 
-def test_make_pictures_screenshots_the_page_of_a_real_run(odd_checkpoint, tmp_path, capsys):
-    """scripts/make_pictures.py, which makes docs/explainer.png: the page in a 1280 × 1700 window."""
-    if CHROMIUM is None:  # the script starts its own browser (playwright runs one at a time per thread)
+def test_make_pictures_screenshots_the_page_of_a_real_run(odd_checkpoint, tmp_path):
+    """scripts/make_pictures.py, which makes docs/explainer.png: the page in a 1280 × 1700 window.
+
+    Run as its own process, as a user runs it: this module's browser keeps Playwright's
+    event loop running in the test's thread, where a second Playwright cannot start.
+    """
+    if CHROMIUM is None:
         pytest.skip(f"no Chromium on this machine to take the picture with: {NEEDS}")
     pytest.importorskip("playwright.sync_api", reason=f"no playwright: {NEEDS}")
     script = Path(__file__).resolve().parents[1] / "scripts" / "make_pictures.py"
-    spec = importlib.util.spec_from_file_location("make_pictures", script)
-    make_pictures = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_pictures)
     out = tmp_path / "explainer.png"
     args = ["--checkpoint", str(odd_checkpoint), "--prompt", "KING:", "--layer", "1", "--head", "1"]
-    assert make_pictures.main([*args, "--out", str(out)]) == 0
-    assert capsys.readouterr().out == f"wrote {out}: the explainer page of {odd_checkpoint} for 'KING:'\n"
+
+    def make_pictures(*more: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, str(script), *more]
+        return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+    made = make_pictures(*args, "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == f"wrote {out}: the explainer page of {odd_checkpoint} for 'KING:'\n"
     width, height, pixels = png_pixels(out.read_bytes())
     assert (width, height) == (1280, 1700)
     assert len(set(pixels)) > 16  # drawn: heatmaps, text and curves, not a blank page
-    assert make_pictures.main(["--checkpoint", str(tmp_path / "none.pt"), "--out", str(out)]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    missing = make_pictures("--checkpoint", str(tmp_path / "none.pt"), "--out", str(out))
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
