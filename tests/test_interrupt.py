@@ -165,12 +165,17 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
 
 
 def test_sighup_when_the_terminal_closes_stops_like_sigterm(tiny_config, monkeypatch):
-    signal_during_step(monkeypatch, 7, signal.SIGHUP)
-    with pytest.raises(Interrupted, match="stopped by SIGHUP at step 7") as e:
-        train(tiny_config, progress=False)
-    assert e.value.exit_code == 129
-    assert read_checkpoint(f"{tiny_config.out_dir}/last.pt")["record"]["step"] == 7
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    # as in a terminal: a process started under nohup ignores SIGHUP, and keeps ignoring it
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        signal_during_step(monkeypatch, 7, signal.SIGHUP)
+        with pytest.raises(Interrupted, match="stopped by SIGHUP at step 7") as e:
+            train(tiny_config, progress=False)
+        assert e.value.exit_code == 129
+        assert read_checkpoint(f"{tiny_config.out_dir}/last.pt")["record"]["step"] == 7
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def test_a_stop_during_an_evaluation_abandons_it_within_a_batch(tiny_config, monkeypatch):
