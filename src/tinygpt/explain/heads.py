@@ -21,6 +21,7 @@ validation loss on the same windows rises when that head alone is switched off
 second copies, is given with each head off too.
 """
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,25 +50,25 @@ PROBE_SEED = 0
 
 
 @dataclass
-class HeadReport:
+class HeadRole:
+    """What one head does, from its attention weights alone (no ablation)."""
+
     layer: int
     head: int
     scores: dict[str, float]  # role -> mean attention weight where the role says
     label: str  # the best role that clears its threshold, or "mixed"
     entropy: float  # nats
+
+
+@dataclass
+class HeadReport(HeadRole):
+    """A head's role, and what switching it off costs."""
+
     importance: float  # validation loss with this head off, minus the loss with every head on
     induction_loss: float  # loss on the probes' second copies with this head off
 
     def as_dict(self) -> dict:
-        return {
-            "layer": self.layer,
-            "head": self.head,
-            "scores": self.scores,
-            "label": self.label,
-            "entropy": self.entropy,
-            "importance": self.importance,
-            "induction_loss": self.induction_loss,
-        }
+        return dataclasses.asdict(self)
 
 
 def induction_probes(vocab_size: int, block_size: int, count: int = PROBES) -> torch.Tensor:
@@ -157,17 +158,6 @@ class Heads:
     induction_loss: float  # loss on the probes' second copies
 
 
-@dataclass
-class HeadRole:
-    """What one head does, from its attention weights alone (no ablation)."""
-
-    layer: int
-    head: int
-    scores: dict[str, float]  # role -> mean attention weight where the role says
-    label: str  # the best role that clears its threshold, or "mixed"
-    entropy: float  # nats
-
-
 def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, word_ends: list[int]) -> list[HeadRole]:
     """Every head's role scores, label and entropy: text (N, T) validation inputs, probes (P, 2·half)."""
     roles = []
@@ -197,15 +187,7 @@ def head_reports(model: GPT, val_ids: torch.Tensor, word_ends: list[int], window
             off_loss = loss(model, text)
             off_induction = loss(model, probes, from_position=half)
         reports.append(
-            HeadReport(
-                role.layer,
-                role.head,
-                role.scores,
-                role.label,
-                role.entropy,
-                off_loss - base_loss,
-                off_induction,
-            )
+            HeadReport(**vars(role), importance=off_loss - base_loss, induction_loss=off_induction)
         )
     return Heads(reports, base_loss, base_induction)
 
