@@ -214,3 +214,27 @@ def test_wandb_offline_run_holds_metrics_jsonl_and_resume_continues_the_same_run
             assert media.stat().st_size == row[key + "/size"]
         assert "<pre>" in next(run.glob(f"wandb/offline-run-*/files/{row['sample/path']}")).read_text()
     assert all(row["grad_norm"] > 0 and row["tokens_per_s"] > 0 for row in rows[1:])
+
+
+@pytest.mark.slow  # a torchrun job of two processes, and W&B's service process
+def test_under_torchrun_only_rank_0_logs(corpus_file, tmp_path, monkeypatch):
+    """One event file and one W&B run for the job, each holding every evaluation once."""
+    from test_distributed import ROOT, torchrun
+
+    need_extra("tensorboard", "tensorboard")
+    need_extra("wandb", "wandb")
+    monkeypatch.setenv("PYTHONPATH", "")  # both loggers need NumPy, which conftest hides from scripts
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    raw = tiny_raw(corpus_file, tmp_path / "run", batch_size=4, max_iters=40, tensorboard=True, wandb=True)
+    job = torchrun(ROOT / "scripts" / "train.py", raw, tmp_path)
+    assert job.returncode == 0, job.stderr
+
+    run = tmp_path / "run"
+    steps = [m["step"] for m in read_metrics(run / "metrics.jsonl")]
+    assert steps == [0, 20, 40]
+    assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
+    assert [s for s, _ in scalars(tensorboard_events(run), "loss/val")] == steps
+    assert len(list(run.glob("wandb/offline-run-*"))) == 1
+    assert [row["_step"] for row in wandb_history(run)] == steps
