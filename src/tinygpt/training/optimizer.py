@@ -15,7 +15,6 @@
 the checkpoint treat as one optimizer.
 """
 
-import sys
 from typing import Any
 
 import torch
@@ -24,7 +23,6 @@ from torch.torch_version import TorchVersion
 from tinygpt.config import TrainSection
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
-from tinygpt.training.precision import cpu_multiplies_bfloat16
 
 OPTIMIZERS = ("adamw", "muon")
 
@@ -38,12 +36,6 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     hidden = [p for n, p in named if p.dim() == 2 and n.startswith("h.")]  # the blocks' matrices
     rest = [p for n, p in named if not (p.dim() == 2 and n.startswith("h."))]
     assert len(hidden) + len(rest) == len(named), "every parameter in exactly one optimizer"
-    if device.type == "cpu" and not cpu_multiplies_bfloat16():
-        print(
-            "note: train.optimizer muon orthogonalises in bfloat16, which this CPU has no instructions "
-            "for: each step's update is slow here (BENCHMARKS.md); train.optimizer adamw is faster",
-            file=sys.stderr,
-        )
     muon = torch.optim.Muon(
         hidden, lr=t.learning_rate, weight_decay=t.weight_decay, adjust_lr_fn="match_rms_adamw"
     )
