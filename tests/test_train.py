@@ -36,8 +36,10 @@ def test_training_learns_and_writes_a_complete_run_directory(tiny_config):
 
 
 def test_a_run_whose_first_evaluation_stays_its_best_still_leaves_that_best_pt(corpus_file, tmp_path):
-    """learning_rate 1.0 makes every later evaluation worse than step 0's: best.pt is the step-0 model."""
-    raw = tiny_raw(corpus_file, tmp_path / "run", learning_rate=1.0, min_lr=0.1, warmup_iters=0, max_iters=40)
+    """A constant learning_rate of 1.0 (AdamW moves every weight by about 1 a step) makes every later
+    evaluation worse than step 0's: best.pt is the step-0 model. (Decayed to 0.1, the run could recover
+    by step 40, and on one thread it did.)"""
+    raw = tiny_raw(corpus_file, tmp_path / "run", learning_rate=1.0, min_lr=1.0, warmup_iters=0, max_iters=40)
     raw["train"]["grad_clip"] = 0.5  # large steps, finite losses
     record = train(from_dict(raw), progress=False)
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
