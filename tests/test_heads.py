@@ -1,6 +1,8 @@
 """Head roles, switching heads off and the logit lens, each held to an independent reference."""
 
 import copy
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +12,8 @@ from tinygpt.ablate import ablated, mean_head_outputs, parse_heads
 from tinygpt.data import validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.heads import (
+    ROLES,
+    Boundaries,
     attention_weights,
     entropy,
     head_reports,
@@ -51,7 +55,8 @@ def test_a_head_built_to_look_one_back_scores_near_1_for_previous_and_is_labelle
     model = previous_token_model()
     ids = torch.randint(5, (4, T), generator=torch.Generator().manual_seed(0))
     (weights,) = attention_weights(model, ids)
-    scores = {role: float(s[0]) for role, s in role_scores(weights, ids, word_ends=[0]).items()}
+    ends = Boundaries(word=[0], line=[])
+    scores = {role: float(s[0]) for role, s in role_scores(weights, ids, ends).items()}
     scores["induction"] = float(induction_scores(weights)[0])
     assert scores["previous"] > 0.99
     assert scores["self"] == pytest.approx(1 / T, abs=0.01)  # position 0 alone, which sees only itself
@@ -65,7 +70,7 @@ def test_role_scores_are_the_weights_where_each_role_says():
     ids = torch.tensor([[1, 2, 0, 1, 2, 0]])  # 0 plays the space
     n = ids.size(1)
     weights = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1).unsqueeze(1)  # (T, T), rows sum to 1
-    scores = role_scores(weights.view(1, 1, n, n), ids, word_ends=[0])
+    scores = role_scores(weights.view(1, 1, n, n), ids, Boundaries(word=[0], line=[]))
 
     def mean_inverse(queries) -> float:
         return sum(1 / (i + 1) for i in queries) / len(queries)
@@ -75,6 +80,20 @@ def test_role_scores_are_the_weights_where_each_role_says():
     assert float(scores["first"]) == pytest.approx(mean_inverse(range(1, n)))
     assert float(scores["same_char"]) == pytest.approx(mean_inverse([3, 4, 5]))  # one earlier twin each
     assert float(scores["word_start"]) == pytest.approx(mean_inverse([3, 4, 5]))  # a space at 2, before them
+    assert float(scores["line_start"]) == 0.0  # no newline: no query has one before it
+
+
+def test_a_head_that_looks_back_to_the_line_start_scores_1_for_line_start_only_there():
+    """Each query's weight all on the latest newline before it: line_start 1; word_start counts the
+    queries whose latest space or newline is that newline (not those after a space)."""
+    ids = torch.tensor([[3, 1, 2, 0, 1, 2, 3, 1]])  # 3 plays the newline, 0 the space
+    n = ids.size(1)
+    weights = torch.zeros(1, 1, n, n)
+    for i, key in enumerate([0, 0, 0, 0, 0, 0, 0, 6]):  # the latest newline before each query (0: itself)
+        weights[0, 0, i, key] = 1.0
+    scores = role_scores(weights, ids, Boundaries(word=[0, 3], line=[3]))
+    assert float(scores["line_start"]) == 1.0  # queries 1 … 7 have a newline before them
+    assert float(scores["word_start"]) == pytest.approx(4 / 7)  # 1, 2, 3 and 7; 4 … 6 have the space at 3
 
 
 def small_model(seed: int = 0) -> GPT:
@@ -144,7 +163,7 @@ def test_the_last_layers_lens_is_the_models_own_prediction():
 def test_every_head_gets_a_report_and_importance_is_the_loss_it_costs():
     model = small_model(seed=3)
     val = torch.randint(11, (400,))
-    heads = head_reports(model, val, word_ends=[0], windows=4)
+    heads = head_reports(model, val, Boundaries(word=[0], line=[]), windows=4)
     assert [(r.layer, r.head) for r in heads.reports] == [(layer, h) for layer in range(2) for h in range(4)]
     for r in heads.reports:
         assert all(0.0 <= s <= 1.0 for s in r.scores.values()) and r.entropy >= 0.0
@@ -192,7 +211,7 @@ def induction_model(vocab: int = 8) -> GPT:
 def test_an_induction_circuit_built_by_hand_is_found_and_its_head_carries_the_second_copies():
     model = induction_model()
     val = torch.randint(8, (600,), generator=torch.Generator().manual_seed(1))
-    heads = head_reports(model, val, word_ends=[0], windows=8)
+    heads = head_reports(model, val, Boundaries(word=[0], line=[]), windows=8)
     looks_back, induction = heads.reports
     assert looks_back.label == "previous" and looks_back.scores["previous"] > 0.99
     assert induction.scores["induction"] > 0.5 and induction.label == "induction"
@@ -205,3 +224,10 @@ def test_an_induction_circuit_built_by_hand_is_found_and_its_head_carries_the_se
     assert (
         induction.induction_loss - heads.induction_loss > first_off - first_on + 1.0
     )  # it helps where it copies
+
+
+def test_the_page_has_words_for_every_role():
+    """The explainer page says in words what each label means (explainer.js, ROLE_WORDS)."""
+    script = (Path(__file__).resolve().parents[1] / "src/tinygpt/explain/assets/explainer.js").read_text()
+    table = script.split("const ROLE_WORDS = {", 1)[1].split("};", 1)[0]
+    assert re.findall(r"^\s+(\w+):", table, flags=re.M) == [*ROLES, "mixed"]

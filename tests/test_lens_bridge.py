@@ -10,7 +10,7 @@ from tinygpt import GPT, GPTConfig
 from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
 from tinygpt.cli import main
 from tinygpt.errors import UserError
-from tinygpt.explain.heads import attention_weights, role_scores
+from tinygpt.explain.heads import Boundaries, attention_weights, role_scores
 from tinygpt.export import export
 from tinygpt.lens_bridge import (
     TOLERANCE,
@@ -78,7 +78,8 @@ def test_the_previous_token_head_detector_agrees_with_tinygpts_previous_scores()
     theirs = detect_head(bridge, TEXT, "previous_token_head")  # (n_layer, n_head)
     ids = torch.tensor([CharTokenizer(CHARS).encode(TEXT)])  # (1, T)
     T = ids.size(1)
-    ours = torch.stack([role_scores(w, ids, word_ends=[])["previous"] for w in attention_weights(model, ids)])
+    none = Boundaries(word=[], line=[])
+    ours = torch.stack([role_scores(w, ids, none)["previous"] for w in attention_weights(model, ids)])
     assert theirs.shape == ours.shape
     assert torch.allclose(theirs, ours * (T - 1) / T, atol=1e-5)
     assert len(set(ours.flatten().tolist())) == ours.numel()  # no two heads alike: the match is head by head

@@ -18,6 +18,7 @@ from tinygpt.explain.timeline import (
     PROBE_LENGTH,
     SAMPLE_LENGTH,
     first_cleared,
+    page_timeline,
     read_timeline,
     timeline_table,
 )
@@ -179,6 +180,19 @@ def test_the_table_gives_each_heads_dominant_role_and_the_step_each_role_first_c
     assert lines[2].split()[3:] == ["induct", "0.10", "induct", "0.10", "induct*0.45", "induct", "0.30"]
     assert "  induction  (≥ 0.4) head 1.0 at step 100, head 1.1 at step 200" in lines
     assert "  previous   (≥ 0.5) by no head" in lines
+
+
+def test_a_timeline_recorded_before_a_role_existed_is_shown_with_the_roles_it_has(tmp_path):
+    """Round 2 added line_start; a timeline.jsonl from before it reads, tables and pages as it was."""
+    old = [snapshot_with(0, [0.1] * 4), snapshot_with(100, [0.1, 0.1, 0.45, 0.3])]
+    for snapshot in old:
+        for h in snapshot["heads"]:
+            del h["scores"]["line_start"]
+    (tmp_path / FILE_NAME).write_text("".join(json.dumps(s) + "\n" for s in old))
+    assert page_timeline(tmp_path)["roles"] == [r for r in ROLES if r != "line_start"]
+    table = timeline_table(read_timeline(tmp_path / FILE_NAME))
+    assert "  induction  (≥ 0.4) head 1.0 at step 100" in table.splitlines()
+    assert "line_start" not in table
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 import pytest
 from test_page_browser import browser, open_page  # noqa: F401 (fixtures)
 
+from tinygpt.explain.heads import ROLES
 from tinygpt.explain.page import write_page
 from tinygpt.explain.timeline import FILE_NAME, read_timeline
 
@@ -40,7 +41,8 @@ def test_moving_the_slider_shows_that_steps_stored_weights_and_role_labels(
     write_page(odd_checkpoint, "KING:", out)
     page = open_page(out)  # and, when the test ends, no console errors
     assert page.is_visible("#timeline-section")
-    assert page.locator("#tl-maps canvas").count() == 4 and page.locator("#tl-roles svg").count() == 6
+    assert page.locator("#tl-maps canvas").count() == 4  # a map per head
+    assert page.locator("#tl-roles svg").count() == len(ROLES)  # a chart per role
     slider = page.locator("#tl-slider")
     P = len(snapshots[0]["probe"])
     cells = [(i, j) for i in range(P) for j in range(0, i + 1, 3)]

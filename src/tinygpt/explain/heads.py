@@ -10,6 +10,7 @@ characters written twice (a fixed seed):
     first       weight on position 0, an attention sink                (queries i ≥ 1)
     same_char   weight on earlier positions holding the character at i (queries that have one)
     word_start  weight on the most recent space or newline before i    (queries that have one)
+    line_start  weight on the most recent newline before i             (queries that have one)
     induction   in the second copy, weight from the copy of character t to position t + 1 of
                 the first copy: the character that followed it last time
 
@@ -35,14 +36,26 @@ from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
 
-ROLES = ("previous", "self", "first", "same_char", "word_start", "induction")
+ROLES = ("previous", "self", "first", "same_char", "word_start", "line_start", "induction")
 THRESHOLDS = {
     "previous": 0.5,
     "self": 0.5,
     "first": 0.5,
     "same_char": 0.4,
     "word_start": 0.4,
+    "line_start": 0.4,
     "induction": 0.4,
+}
+WORD_ENDS = (" ", "\n")  # what ends a word, for word_start
+LINE_ENDS = ("\n",)  # what ends a line, for line_start
+SHORT_NAMES = {  # the roles' names as table columns
+    "previous": "prev",
+    "self": "self",
+    "first": "first",
+    "same_char": "same",
+    "word_start": "word",
+    "line_start": "line",
+    "induction": "induct",
 }
 WINDOWS = 16  # validation windows scored, each block_size long
 PROBES = 16  # random strings written twice, for induction
@@ -88,7 +101,19 @@ def attention_weights(model: GPT, ids: torch.Tensor) -> list[torch.Tensor]:
     return [record["weights"].float() for record in records]
 
 
-def role_scores(weights: torch.Tensor, ids: torch.Tensor, word_ends: list[int]) -> dict[str, torch.Tensor]:
+@dataclass(frozen=True)
+class Boundaries:
+    """The ids that end a word (word_start) and a line (line_start), of those a vocabulary has."""
+
+    word: list[int]
+    line: list[int]
+
+    @classmethod
+    def of(cls, ids: dict[str, int]) -> "Boundaries":
+        return cls([ids[c] for c in WORD_ENDS if c in ids], [ids[c] for c in LINE_ENDS if c in ids])
+
+
+def role_scores(weights: torch.Tensor, ids: torch.Tensor, ends: Boundaries) -> dict[str, torch.Tensor]:
     """Each head's score for the text roles: weights (N, nh, T, T) on ids (N, T) -> {role: (nh,)}."""
     N, nh, T, _ = weights.shape
     i = torch.arange(T)
@@ -100,13 +125,19 @@ def role_scores(weights: torch.Tensor, ids: torch.Tensor, word_ends: list[int]) 
     earlier = i.view(1, T) < i.view(T, 1)  # (T, T): key j before query i
     same = (ids.unsqueeze(2) == ids.unsqueeze(1)) & earlier  # (N, T, T)
     scores["same_char"] = _mean_where(weights, same)
-    is_end = torch.isin(ids, torch.tensor(word_ends, dtype=ids.dtype))  # (N, T)
-    position = torch.where(is_end, i, torch.full_like(ids, -1))  # (N, T)
-    last_end = torch.cummax(position, dim=1).values  # (N, T): the latest space or newline at or before i
-    before = torch.cat([torch.full((N, 1), -1, dtype=last_end.dtype), last_end[:, :-1]], dim=1)  # before i
-    target = F.one_hot(before.clamp(min=0), T).bool() & (before >= 0).unsqueeze(-1)  # (N, T, T)
-    scores["word_start"] = _mean_where(weights, target)
+    scores["word_start"] = _mean_where(weights, _latest_before(ids, ends.word))
+    scores["line_start"] = _mean_where(weights, _latest_before(ids, ends.line))
     return scores
+
+
+def _latest_before(ids: torch.Tensor, marks: list[int]) -> torch.Tensor:
+    """(N, T, T): key j is the latest position before query i holding one of `marks`."""
+    N, T = ids.shape
+    i = torch.arange(T)
+    position = torch.where(torch.isin(ids, torch.tensor(marks, dtype=ids.dtype)), i, -1)  # (N, T)
+    latest = torch.cummax(position, dim=1).values  # (N, T): the latest mark at or before i
+    before = torch.cat([torch.full((N, 1), -1, dtype=latest.dtype), latest[:, :-1]], dim=1)  # before i
+    return F.one_hot(before.clamp(min=0), T).bool() & (before >= 0).unsqueeze(-1)
 
 
 def _mean_where(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -158,13 +189,13 @@ class Heads:
     induction_loss: float  # loss on the probes' second copies
 
 
-def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, word_ends: list[int]) -> list[HeadRole]:
+def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, ends: Boundaries) -> list[HeadRole]:
     """Every head's role scores, label and entropy: text (N, T) validation inputs, probes (P, 2·half)."""
     roles = []
     text_weights = attention_weights(model, text)
     probe_weights = attention_weights(model, probes)
     for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
-        scores = role_scores(tw, text, word_ends)
+        scores = role_scores(tw, text, ends)
         scores["induction"] = induction_scores(pw)
         heat = entropy(tw)
         for head in range(model.config.n_head):
@@ -173,7 +204,7 @@ def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, word_ends: 
     return roles
 
 
-def head_reports(model: GPT, val_ids: torch.Tensor, word_ends: list[int], windows: int = WINDOWS) -> Heads:
+def head_reports(model: GPT, val_ids: torch.Tensor, ends: Boundaries, windows: int = WINDOWS) -> Heads:
     """The report of every head of `model`, scored on val_ids (a validation split's ids)."""
     cfg = model.config
     text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
@@ -182,7 +213,7 @@ def head_reports(model: GPT, val_ids: torch.Tensor, word_ends: list[int], window
     base_loss = loss(model, text)
     base_induction = loss(model, probes, from_position=half)
     reports = []
-    for role in head_roles(model, text[:, :-1], probes, word_ends):
+    for role in head_roles(model, text[:, :-1], probes, ends):
         with ablated(model, [(role.layer, role.head)]):
             off_loss = loss(model, text)
             off_induction = loss(model, probes, from_position=half)
@@ -192,34 +223,31 @@ def head_reports(model: GPT, val_ids: torch.Tensor, word_ends: list[int], window
     return Heads(reports, base_loss, base_induction)
 
 
-WORD_ENDS = (" ", "\n")  # what ends a word, for word_start
-
-
 def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
     """Every head of a checkpoint, scored on the validation split of the corpus it was trained on."""
     payload = read_checkpoint(checkpoint)
     model = model_from_payload(payload, checkpoint).eval()
-    val, word_ends = scoring_text(payload, model, checkpoint, windows)
-    return head_reports(model, val, word_ends, windows)
+    val, ends = scoring_text(payload, model, checkpoint, windows)
+    return head_reports(model, val, ends, windows)
 
 
 def scoring_text(
     payload: dict, model: GPT, checkpoint: str | Path, windows: int
-) -> tuple[torch.Tensor, list[int]]:
-    """The validation ids heads are scored on, and the ids that end a word, for a checkpoint's payload."""
+) -> tuple[torch.Tensor, "Boundaries"]:
+    """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint."""
     if windows < 1:
         raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
     chars = payload["tokenizer"]
     val = validation_split_of(payload, model.config.block_size, checkpoint)
-    return val, [chars.index(c) for c in WORD_ENDS if c in chars]
+    return val, Boundaries.of({c: i for i, c in enumerate(chars)})
 
 
 def page_roles(payload: dict, model: GPT, checkpoint: str | Path, windows: int = WINDOWS) -> list[HeadRole]:
     """The roles the explainer page labels its heatmaps with (scores only: no ablation losses)."""
-    val, word_ends = scoring_text(payload, model, checkpoint, windows)
+    val, ends = scoring_text(payload, model, checkpoint, windows)
     cfg = model.config
     text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
-    return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size), word_ends)
+    return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size), ends)
 
 
 def heads_json(heads: Heads) -> str:
@@ -229,8 +257,7 @@ def heads_json(heads: Heads) -> str:
 
 def heads_table(heads: Heads) -> str:
     """The reports as a terminal table, one row per head."""
-    names = {"previous": "prev", "self": "self", "first": "first", "same_char": "same", "word_start": "word"}
-    names["induction"] = "induct"
+    names = SHORT_NAMES
     header = f"{'head':>5}  " + "  ".join(f"{names[r]:>6}" for r in ROLES)
     header += f"  {'label':<10} {'entropy':>7} {'importance':>10} {'ind. loss':>9}"
     lines = [header]

@@ -35,8 +35,9 @@ from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heads import (
     ROLES,
+    SHORT_NAMES,
     THRESHOLDS,
-    WORD_ENDS,
+    Boundaries,
     attention_weights,
     induction_probes,
     induction_scores,
@@ -67,7 +68,7 @@ class Recorder:
         self.probe_ids = probe_of(tokenizer, val_ids, block_size, probe)  # (P,)
         self.windows = validation_windows(val_ids, block_size, SCORED_WINDOWS)[:, :-1]  # (N, T)
         self.probes = induction_probes(tokenizer.vocab_size, block_size, SCORED_PROBES)  # (M, 2·half)
-        self.word_ends = [tokenizer.ids[c] for c in WORD_ENDS if c in tokenizer.ids]
+        self.ends = Boundaries.of(tokenizer.ids)
         start = tokenizer.ids.get(EMPTY_PROMPT_START, int(self.probe_ids[0]))
         self.sample_start = torch.tensor([[start]])  # (1, 1)
 
@@ -96,7 +97,7 @@ class Recorder:
         probe_weights = attention_weights(model, self.probes.to(device))
         heads = []
         for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
-            scores = role_scores(tw.cpu(), self.windows, self.word_ends)
+            scores = role_scores(tw.cpu(), self.windows, self.ends)
             scores["induction"] = induction_scores(pw.cpu())
             for head in range(model.config.n_head):
                 mine = {role: round(float(scores[role][head]), DECIMALS) for role in ROLES}
@@ -211,9 +212,6 @@ def from_checkpoints(run_dir: str | Path) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- in the terminal
 
-SHORT = {"previous": "prev", "self": "self", "first": "first", "same_char": "same", "word_start": "word"}
-SHORT["induction"] = "induct"
-
 
 def dominant(scores: dict[str, float]) -> tuple[str, float, bool]:
     """A head's role at one snapshot: its label and score if one clears its threshold, else its best score."""
@@ -222,9 +220,15 @@ def dominant(scores: dict[str, float]) -> tuple[str, float, bool]:
     return role, scores[role], named != "mixed"
 
 
+def roles_of(snapshots: list[dict[str, Any]]) -> list[str]:
+    """The roles a timeline scored: a timeline recorded before a role existed lacks it."""
+    scored = snapshots[0]["heads"][0]["scores"]
+    return [role for role in ROLES if role in scored]
+
+
 def first_cleared(snapshots: list[dict[str, Any]]) -> dict[str, list[tuple[int, int, int]]]:
     """For each role, (step, layer, head) where each head first cleared that role's threshold, by step."""
-    found: dict[str, dict[tuple[int, int], int]] = {role: {} for role in ROLES}
+    found: dict[str, dict[tuple[int, int], int]] = {role: {} for role in roles_of(snapshots)}
     for snapshot in snapshots:
         for h in snapshot["heads"]:
             for role, score in h["scores"].items():
@@ -242,7 +246,7 @@ def timeline_table(snapshots: list[dict[str, Any]]) -> str:
         cells = []
         for h in s["heads"]:
             role, score, cleared = dominant(h["scores"])
-            cells.append(f"{SHORT[role] + ('*' if cleared else ''):<7}{score:.2f}".ljust(12))
+            cells.append(f"{SHORT_NAMES[role] + ('*' if cleared else ''):<7}{score:.2f}".ljust(12))
         lines.append(f"{s['step']:>7} {s['train_loss']:>6.3f} {s['val_loss']:>6.3f}  " + " ".join(cells))
     lines.append("each head: the role it scores highest on (* where that clears its threshold, its label)")
     lines.append("")
@@ -269,7 +273,9 @@ def timeline_of(run_dir: str | Path) -> list[dict[str, Any]]:
 def page_timeline(run_dir: Path) -> dict[str, Any] | None:
     """What the page's timeline reads: the snapshots, the roles and their thresholds; None if absent."""
     snapshots = read_timeline(Path(run_dir) / FILE_NAME)
-    return {"snapshots": snapshots, "roles": list(ROLES), "thresholds": THRESHOLDS} if snapshots else None
+    if not snapshots:
+        return None
+    return {"snapshots": snapshots, "roles": roles_of(snapshots), "thresholds": THRESHOLDS}
 
 
 def run_directory(given: str | Path) -> Path:

@@ -466,6 +466,7 @@ const ROLE_WORDS = {
   first: "parks its attention on the first position (an attention sink)",
   same_char: "looks at earlier copies of the same character",
   word_start: "looks at the start of the current word (the last space or newline)",
+  line_start: "looks at the start of the current line (the last newline)",
   induction: "looks at what followed this character last time (induction)",
   mixed: "no single named role clears its threshold",
 };
