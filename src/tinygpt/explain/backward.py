@@ -22,6 +22,7 @@ weights of row i.
 import copy
 import math
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -168,7 +169,8 @@ def step_effects(
 
     One float64 copy of the model serves every case. The loss at i and its gradient do not depend on
     which head then steps, so per position one forward and backward pass gives every head's gradient;
-    per head its rows step, the model runs again, and the rows are put back as they were.
+    per head its rows step, the model runs again from that layer on (the layers before it are
+    unchanged: their output is kept from the first pass), and the rows are put back as they were.
     """
     exact = copy.deepcopy(model).double().eval()
     device = exact.wte.weight.device
@@ -177,7 +179,7 @@ def step_effects(
     for i in positions:
         idx = torch.tensor([ids[: i + 1]], device=device)  # later characters do not matter
         target = torch.tensor(ids[i + 1], device=device)
-        with exact.explicit_attention(record=True) as records:
+        with exact.explicit_attention(record=True) as records, block_inputs(exact) as entering:
             logits, _ = exact(idx)
         loss = F.cross_entropy(logits[0, i], target)
         grads = dict(zip(params, torch.autograd.grad(loss, params), strict=True))
@@ -188,7 +190,7 @@ def step_effects(
                 for p, _ in kept:
                     p[rows] -= lr * grads[p][rows]
                 with exact.explicit_attention(record=True) as stepped:
-                    logits_after, _ = exact(idx)
+                    logits_after = logits_from(exact, entering[layer].detach(), layer)
                 for p, rows_before in kept:
                     p[rows] = rows_before
             yield StepEffect(
@@ -200,6 +202,28 @@ def step_effects(
                 loss.item(),
                 F.cross_entropy(logits_after[0, i], target).item(),
             )
+
+
+@contextmanager
+def block_inputs(model: GPT) -> Iterator[list[torch.Tensor]]:
+    """Inside the block, the list fills with the residual stream entering each block (B, T, C)."""
+    streams: list[torch.Tensor] = []
+    hooks = [
+        block.register_forward_pre_hook(lambda module, args: streams.append(args[0])) for block in model.h
+    ]
+    try:
+        yield streams
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def logits_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
+    """The logits (B, T, vocab) when the residual stream x (B, T, C) enters block `layer`: the rest of
+    the model's forward pass (in eval mode, without a cache)."""
+    for block in model.h[layer:]:
+        x = block(x)
+    return model.lm_head(model.ln_f(x))
 
 
 def head_rows(model: GPT, head: int) -> torch.Tensor:
