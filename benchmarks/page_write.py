@@ -2,7 +2,9 @@
 
 The weights are untrained (the time does not depend on their values); the checkpoint
 says which corpus it came from, so the page's head roles are scored too. Prints one
-JSON object: the model's size, the page's size and the seconds write_page took.
+JSON object: the model's size, the page's size, the seconds write_page took and, timed
+again on its own, its share for step 7 of the backward panel (a gradient step for every
+head and position of the prompt).
 
     python benchmarks/page_write.py [--prompt TEXT] [--out FILE.json]
 """
@@ -15,10 +17,11 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from tinygpt.config import load_config
 from tinygpt.data import load_corpus
-from tinygpt.explain.page import write_page
+from tinygpt.explain.backward import STEP_LR
+from tinygpt.explain.page import step_data, write_page
 from tinygpt.model import GPT, GPTConfig
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "tinygpt" / "configs" / "cpu.yaml"
@@ -56,11 +59,16 @@ def main() -> None:
         write_page(checkpoint, args.prompt, Path(tmp) / "page.html")
         seconds = time.perf_counter() - start
         size = (Path(tmp) / "page.html").stat().st_size
+        model, tokenizer, _ = load_checkpoint(checkpoint)
+        start = time.perf_counter()
+        step_data(model, tokenizer.encode(args.prompt), STEP_LR)
+        step_seconds = time.perf_counter() - start
     result = {
         "config": "configs/cpu.yaml (untrained)",
         "prompt_chars": len(args.prompt),
         "page_bytes": size,
         "write_page_seconds": round(seconds, 2),
+        "step_7_seconds": round(step_seconds, 2),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }

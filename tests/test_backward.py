@@ -7,7 +7,13 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.explain.backward import backward_steps, head_output_gradients, row_backward, step_effect
+from tinygpt.explain.backward import (
+    backward_steps,
+    head_output_gradients,
+    row_backward,
+    step_effect,
+    step_effects,
+)
 
 
 def model() -> GPT:
@@ -66,9 +72,59 @@ def test_the_printed_walkthrough_shows_the_numbers_computed():
 def test_a_small_step_down_the_gradient_lowers_the_loss():
     m = model()
     ids = [1, 2, 3, 4, 5, 6]
-    before, after, loss, loss_after = step_effect(m, ids, 1, 1, 4, lr=0.05)
-    assert before.shape == after.shape == (5,) and not torch.equal(before, after)
-    assert loss_after < loss
+    step = step_effect(m, ids, 1, 1, 4, lr=0.05)
+    assert step.before.shape == step.after.shape == (5,) and not torch.equal(step.before, step.after)
+    assert step.loss_after < step.loss
+
+
+def one_step_by_hand(
+    m: GPT, ids: list[int], layer: int, head: int, i: int, lr: float, stepped=("weight", "bias")
+) -> tuple:
+    """Step 7 on a fresh float64 copy: the loss at i, backward, step the head's 3·d rows of c_attn's
+    weight and bias (q, k, v: each d rows, C apart), run again.
+    Returns (weights before, weights after, loss before, loss after)."""
+    exact = GPT(m.config).double().eval()
+    exact.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+    c, d = m.config.n_embd, m.config.head_size
+    rows = [part * c + head * d + r for part in range(3) for r in range(d)]
+
+    def run():
+        with exact.explicit_attention(record=True) as records:
+            logits, _ = exact(torch.tensor([ids[: i + 1]]))
+        return records[layer]["weights"][0, head, i], F.cross_entropy(logits[0, i], torch.tensor(ids[i + 1]))
+
+    before, loss = run()
+    loss.backward()
+    with torch.no_grad():
+        for name in stepped:
+            p = getattr(exact.h[layer].attn.c_attn, name)
+            p[rows] -= lr * p.grad[rows]
+        after, loss_after = run()
+    return before.detach(), after, loss.item(), loss_after.item()
+
+
+def test_one_pass_over_every_head_and_position_steps_each_as_if_alone():
+    m = model()
+    ids = torch.randint(9, (8,), generator=torch.Generator().manual_seed(3)).tolist()
+    heads = [(layer, head) for layer in range(2) for head in range(2)]
+    steps = list(step_effects(m, ids, 0.3, range(7), heads))
+    assert [(s.i, s.layer, s.head) for s in steps] == [(i, *lh) for i in range(7) for lh in heads]
+    for s in steps:
+        before, after, loss, loss_after = one_step_by_hand(m, ids, s.layer, s.head, s.i, 0.3)
+        assert torch.allclose(s.before, before, atol=1e-12, rtol=0)
+        assert torch.allclose(s.after, after, atol=1e-12, rtol=0), (s.i, s.layer, s.head)
+        assert s.loss == pytest.approx(loss, abs=1e-12) and s.loss_after == pytest.approx(
+            loss_after, abs=1e-12
+        )
+    assert any(not torch.equal(s.before, s.after) for s in steps)
+
+
+def test_the_step_moves_the_bias_rows_too():
+    m = model()
+    assert m.config.bias
+    step = step_effect(m, [1, 2, 3, 4, 5], 0, 1, 3, lr=5.0)
+    weight_only = one_step_by_hand(m, [1, 2, 3, 4, 5], 0, 1, 3, 5.0, stepped=("weight",))
+    assert (step.after - weight_only[1]).abs().max().item() > 1e-6
 
 
 def test_the_pages_gradients_for_every_position_equal_autograds():

@@ -8,9 +8,10 @@ import shutil
 import pytest
 import torch
 
-from tinygpt.checkpoint import load_checkpoint
-from tinygpt.cli import main
-from tinygpt.explain.backward import head_output_gradients
+from tinygpt.ablate import validation_means
+from tinygpt.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from tinygpt.cli import build_parser, main
+from tinygpt.explain.backward import STEP_LR, head_output_gradients, step_effect
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.page import loss_curves, page_data, render_page, write_page
@@ -159,8 +160,52 @@ def test_page_carries_the_gradients_for_the_backward_panel(odd_checkpoint):
     assert torch.equal(floats(data["backward"]["g"]), head_output_gradients(model, ids).float())
 
 
+def test_page_carries_step_7_for_every_head_and_position(odd_checkpoint):
+    data = page_data(odd_checkpoint, PROMPT, lr=0.5)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    ids = tokenizer.encode(PROMPT)
+    step = data["backward"]["step"]
+    after, loss_after = floats(step["after"]), floats(step["loss_after"])  # (T − 1, L, nh, T), (T − 1, L, nh)
+    c = model.config
+    assert step["lr"] == 0.5
+    assert (
+        after.shape == (len(ids) - 1, c.n_layer, c.n_head, len(ids)) and loss_after.shape == after.shape[:3]
+    )
+    for layer, head, i in ((1, 0, 8), (0, 1, 0), (1, 1, len(ids) - 2)):
+        expected = step_effect(model, ids, layer, head, i, 0.5)
+        assert (after[i, layer, head, : i + 1].double() - expected.after).abs().max().item() < 1e-6
+        assert after[i, layer, head, i + 1 :].abs().sum().item() == 0, "nothing beyond key i"
+        assert abs(loss_after[i, layer, head].item() - expected.loss_after) < 1e-6
+        assert expected.loss_after < expected.loss, "a small step lowers the loss"
+
+
+def test_page_carries_the_heads_mean_outputs_for_mean_ablation(odd_checkpoint, tmp_path):
+    data = page_data(odd_checkpoint, PROMPT)
+    model, _, _ = load_checkpoint(odd_checkpoint)
+    means = validation_means(model, read_checkpoint(odd_checkpoint), odd_checkpoint)
+    assert data["means_note"] is None
+    assert torch.equal(floats(data["means"]), torch.stack(means))  # (n_layer, C)
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    payload = read_checkpoint(odd_checkpoint)
+    payload.pop("config")  # which corpus it came from: no longer known
+    save_checkpoint(payload, lone / "best.pt")
+    bare = page_data(lone / "best.pt", PROMPT)
+    assert bare["means"] is None and bare["means_note"].startswith("no mean ablation: ")
+
+
+def test_explain_html_takes_the_size_of_step_7(odd_checkpoint, tmp_path, capsys):
+    out = tmp_path / "p.html"
+    assert main(["explain", str(odd_checkpoint), "--prompt", "KING", "--html", str(out), "--lr", "0.25"]) == 0
+    assert embedded(out.read_text(encoding="utf-8"))["backward"]["step"]["lr"] == 0.25
+    assert main(["explain", str(odd_checkpoint), "--prompt", "KING", "--html", str(out), "--lr", "-1"]) == 2
+    assert capsys.readouterr().err.endswith("error: --lr -1.0 is not a positive number; use e.g. 0.1\n")
+    assert build_parser().parse_args(["explain"]).lr == STEP_LR, "the page and the terminal: one default"
+
+
 def test_writing_the_page_says_what_it_is_doing(odd_checkpoint, tmp_path, capsys):
     write_page(odd_checkpoint, PROMPT, tmp_path / "p.html", progress=True)
     err = capsys.readouterr().err
-    for step in ("scoring each head's role", "the gradients for the backward panel", "packing the weights"):
+    steps = ("scoring each head's role", "mean output", "the gradients for the backward panel", "for step 7")
+    for step in (*steps, "packing the weights"):
         assert step in err

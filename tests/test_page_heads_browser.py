@@ -6,10 +6,10 @@ import test_page_browser as base
 import torch
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.ablate import ablated
+from tinygpt.ablate import ablated, validation_means
 from tinygpt.attention import attention
-from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
-from tinygpt.explain.backward import row_backward
+from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, read_checkpoint, save_checkpoint
+from tinygpt.explain.backward import STEP_LR, row_backward, step_effect
 from tinygpt.explain.glyphs import glyph
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
@@ -140,6 +140,74 @@ def test_backward_panel_equals_python(odd_checkpoint, page_file, open_page):
     page.fill("#prompt-input", PROMPT)
     page.click('#tokens .tok[data-pos="8"]')
     assert page.locator("#arith td.ds").count() == 9, "the written prompt typed again shows it again"
+
+
+def test_backward_panel_step_7_equals_pythons_step_effect(odd_checkpoint, page_file, open_page):
+    page = open_page(page_file)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    ids = tokenizer.encode(PROMPT)
+    page.click("#backward-toggle")
+    for layer, head, i in ((1, 0, 8), (0, 1, 13), (1, 1, 3)):
+        js = page.evaluate("([l, h, i]) => tinygpt.backward(l, h, i)", [layer, head, i])
+        step = step_effect(model, ids, layer, head, i, STEP_LR)
+        assert (torch.tensor(js["w"], dtype=torch.float64) - step.before).abs().max().item() < 1e-6
+        assert (torch.tensor(js["after"], dtype=torch.float64) - step.after).abs().max().item() < 1e-6
+        assert js["loss"] == pytest.approx(step.loss, abs=1e-6)
+        assert js["lossAfter"] == pytest.approx(step.loss_after, abs=1e-6)
+    canvas = page.locator(f'#grid canvas[data-layer="{LAYER}"][data-head="{HEAD}"]')
+    canvas.click(position=cell_centre(canvas, 8, 0))
+    step = step_effect(model, ids, LAYER, HEAD, 8, STEP_LR)
+    shown = [float(x) for x in page.locator("#arith td.w-after").all_text_contents()]
+    assert shown == pytest.approx(step.after.tolist(), abs=1e-4)
+    assert f"loss {step.loss:.4f} → {step.loss_after:.4f}" in page.text_content("#arith")
+    assert f"7. One plain gradient step of size {STEP_LR}" in page.text_content("#arith")
+
+
+def test_mean_ablated_forward_pass_equals_python(odd_checkpoint, page_file, open_page):
+    page = open_page(page_file)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    means = validation_means(model, read_checkpoint(odd_checkpoint), odd_checkpoint)
+    ids = tokenizer.encode(PROMPT)
+    for off in ([(0, 1)], [(1, 0), (0, 0)], [(0, 0), (0, 1), (1, 0), (1, 1)]):
+        names = [f"{layer}.{head}" for layer, head in off]
+        run = "([ids, off, mode]) => tinygpt.logits(ids, off, mode)"
+        js = torch.tensor(page.evaluate(run, [ids, names, "mean"]))
+        with ablated(model, off, "mean", means), torch.no_grad():
+            reference, _ = model(torch.tensor([ids]))
+        assert (js - reference[0].double()).abs().max().item() < 1e-4, names
+        zero = torch.tensor(page.evaluate(run, [ids, names, "zero"]))
+        assert (js - zero).abs().max().item() > 1e-3, f"mean and zero ablation of {names} agree"
+
+
+def test_switching_the_mode_changes_the_predictions(odd_checkpoint, page_file, open_page):
+    page = open_page(page_file)
+    model, tokenizer, _ = load_checkpoint(odd_checkpoint)
+    means = validation_means(model, read_checkpoint(odd_checkpoint), odd_checkpoint)
+    ids = tokenizer.encode(PROMPT)
+
+    def shown() -> list[list[float]]:  # each column's five probabilities, as written in their titles
+        titles = [
+            c.locator(".guess").evaluate_all("gs => gs.map(g => g.title)")
+            for c in page.locator("#tokens .col").all()
+        ]
+        return [[float(t.rsplit(": ", 1)[1]) for t in column] for column in titles]
+
+    page.click('#grid button.role[data-layer="0"][data-head="1"]')
+    zero = shown()
+    assert "zero ablation" in page.text_content("#ablation-note")
+    page.check('#ablation-mode input[value="mean"]')
+    mean = shown()
+    assert mean != zero
+    assert "mean ablation" in page.text_content("#ablation-note")
+    with ablated(model, [(0, 1)], "mean", means):
+        trace = trace_prompt(model, ids)
+    for t, column in enumerate(mean):
+        top = torch.softmax(trace.logits[t].double(), dim=-1).topk(5).values.tolist()
+        assert column == pytest.approx(top, abs=1e-4), t
+    page.click('#grid canvas[data-layer="0"][data-head="1"]')
+    assert "its mean output over validation text" in page.text_content("#arith")
+    page.check('#ablation-mode input[value="zero"]')
+    assert shown() == zero
 
 
 def test_the_worked_example_is_attention_pys(page_file, open_page):

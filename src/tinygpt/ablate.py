@@ -113,10 +113,14 @@ def ablation(
     if spec is None:
         return nullcontext()
     heads = parse_heads(spec, model.config.n_layer, model.config.n_head)
-    means = None
-    if mode == "mean":
-        block = model.config.block_size
-        val = validation_split_of(read_checkpoint(checkpoint), block, checkpoint)
-        windows = validation_windows(val, block, MEAN_WINDOWS)[:, :-1]  # (N, T): inputs only
-        means = mean_head_outputs(model, windows.to(model.wte.weight.device))
+    means = validation_means(model, read_checkpoint(checkpoint), checkpoint) if mode == "mean" else None
     return ablated(model, heads, mode, means)
+
+
+def validation_means(model: GPT, payload: dict, checkpoint: str | Path) -> list[torch.Tensor]:
+    """What --ablate-mode mean puts in a head's place: each layer's mean c_proj input, (nh·hs,) per
+    layer, over MEAN_WINDOWS windows of the validation text the checkpoint was trained on."""
+    block = model.config.block_size
+    val = validation_split_of(payload, block, checkpoint)
+    windows = validation_windows(val, block, MEAN_WINDOWS)[:, :-1]  # (N, T): inputs only
+    return mean_head_outputs(model, windows.to(model.wte.weight.device))

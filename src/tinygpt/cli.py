@@ -182,7 +182,12 @@ def _add_explain(subparsers) -> None:
         action="store_true",
         help="continue backwards: the gradients of the loss of predicting the character after --token",
     )
-    p.add_argument("--lr", type=float, default=0.1, help="with --backward: the size of the step shown (0.1)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=0.1,
+        help="with --backward or --html: the size of the gradient step that step 7 shows (default 0.1)",
+    )
     _add_ablate(p)
     p.add_argument(
         "--html",

@@ -159,7 +159,10 @@ def explain(args: argparse.Namespace) -> None:
         from tinygpt.explain.page import write_page
 
         where = args.html or None
-        print(write_page(checkpoint, args.prompt, where, args.layer, args.head, args.token, progress=True))
+        page = write_page(
+            checkpoint, args.prompt, where, args.layer, args.head, args.token, progress=True, lr=args.lr
+        )
+        print(page)
         return
     print(
         explain(

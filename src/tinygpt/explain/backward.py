@@ -21,12 +21,14 @@ weights of row i.
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import num, quoted, vec
 from tinygpt.generate import KVCache
 from tinygpt.model import GPT
@@ -137,31 +139,102 @@ def fixed_cache(model: GPT, keys_values: list[tuple[torch.Tensor, torch.Tensor]]
     return cache
 
 
-def step_effect(
-    model: GPT, ids: list[int], layer: int, head: int, i: int, lr: float
-) -> tuple[torch.Tensor, torch.Tensor, float, float]:
-    """Weights of query i before and after one gradient step of size lr on head h's q, k, v weights
-    (this position's loss alone), and the loss before and after."""
+STEP_LR = 0.1  # the size of the step that step 7 shows, unless told (explain --lr)
+
+
+def check_lr(lr: float) -> None:
+    """--lr must be a positive number: step 7 steps down the gradient."""
+    if not (math.isfinite(lr) and lr > 0):
+        raise UserError(f"--lr {lr} is not a positive number; use e.g. {STEP_LR}")
+
+
+@dataclass
+class StepEffect:
+    """Step 7 for query i of one head: one plain gradient step of size lr on the head's q, k, v rows
+    of c_attn (weight and bias), from the loss at position i alone, and what it changes."""
+
+    layer: int
+    head: int
+    i: int
+    before: torch.Tensor  # (i + 1,) the weights query i gives keys 0 … i
+    after: torch.Tensor  # (i + 1,) the same after the step
+    loss: float
+    loss_after: float
+
+
+def step_effects(
+    model: GPT, ids: list[int], lr: float, positions: Iterable[int], heads: list[tuple[int, int]]
+) -> Iterator[StepEffect]:
+    """Step 7 for each position i in `positions` and each (layer, head) in `heads`, in that order.
+
+    One float64 copy of the model serves every case. The loss at i and its gradient do not depend on
+    which head then steps, so per position one forward and backward pass gives every head's gradient;
+    per head its rows step, the model runs again from that layer on (the layers before it are
+    unchanged: their output is kept from the first pass), and the rows are put back as they were.
+    """
     exact = copy.deepcopy(model).double().eval()
-    idx = torch.tensor([ids[: i + 1]], device=exact.wte.weight.device)
-    target = torch.tensor(ids[i + 1], device=idx.device)
-    attn = exact.h[layer].attn
-    c, d = exact.config.n_embd, exact.config.head_size
-    rows = torch.cat([torch.arange(part * c + head * d, part * c + (head + 1) * d) for part in range(3)])
-
-    def run() -> tuple[torch.Tensor, torch.Tensor]:
-        with exact.explicit_attention(record=True) as records:
+    device = exact.wte.weight.device
+    attns = {layer: exact.h[layer].attn.c_attn for layer, _ in heads}
+    params = [p for c_attn in attns.values() for p in c_attn.parameters()]  # weight (3C, C), bias (3C,)
+    for i in positions:
+        idx = torch.tensor([ids[: i + 1]], device=device)  # later characters do not matter
+        target = torch.tensor(ids[i + 1], device=device)
+        with exact.explicit_attention(record=True) as records, block_inputs(exact) as entering:
             logits, _ = exact(idx)
-        return records[layer]["weights"][0, head, i], F.cross_entropy(logits[0, i], target)
+        loss = F.cross_entropy(logits[0, i], target)
+        grads = dict(zip(params, torch.autograd.grad(loss, params), strict=True))
+        for layer, head in heads:
+            rows = head_rows(exact, head)
+            kept = [(p, p[rows].clone()) for p in attns[layer].parameters()]
+            with torch.no_grad():
+                for p, _ in kept:
+                    p[rows] -= lr * grads[p][rows]
+                with exact.explicit_attention(record=True) as stepped:
+                    logits_after = logits_from(exact, entering[layer].detach(), layer)
+                for p, rows_before in kept:
+                    p[rows] = rows_before
+            yield StepEffect(
+                layer,
+                head,
+                i,
+                records[layer]["weights"][0, head, i].detach().cpu(),
+                stepped[layer]["weights"][0, head, i].cpu(),
+                loss.item(),
+                F.cross_entropy(logits_after[0, i], target).item(),
+            )
 
-    before, loss = run()
-    loss.backward()
-    with torch.no_grad():
-        attn.c_attn.weight[rows] -= lr * attn.c_attn.weight.grad[rows]  # this head's rows of W_q, W_k, W_v
-        if attn.c_attn.bias is not None:
-            attn.c_attn.bias[rows] -= lr * attn.c_attn.bias.grad[rows]
-        after, loss_after = run()
-    return before.detach(), after, loss.item(), loss_after.item()
+
+@contextmanager
+def block_inputs(model: GPT) -> Iterator[list[torch.Tensor]]:
+    """Inside the block, the list fills with the residual stream entering each block (B, T, C)."""
+    streams: list[torch.Tensor] = []
+    hooks = [
+        block.register_forward_pre_hook(lambda module, args: streams.append(args[0])) for block in model.h
+    ]
+    try:
+        yield streams
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def logits_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
+    """The logits (B, T, vocab) when the residual stream x (B, T, C) enters block `layer`: the rest of
+    the model's forward pass (in eval mode, without a cache)."""
+    for block in model.h[layer:]:
+        x = block(x)
+    return model.lm_head(model.ln_f(x))
+
+
+def head_rows(model: GPT, head: int) -> torch.Tensor:
+    """The rows of c_attn (its weight's and its bias's) that make one head's query, key and value."""
+    c, d = model.config.n_embd, model.config.head_size
+    return torch.cat([torch.arange(part * c + head * d, part * c + (head + 1) * d) for part in range(3)])
+
+
+def step_effect(model: GPT, ids: list[int], layer: int, head: int, i: int, lr: float) -> StepEffect:
+    """Step 7 for query i of one head, as `explain --backward` prints it."""
+    return next(step_effects(model, ids, lr, [i], [(layer, head)]))
 
 
 def backward_steps(rb: RowBackward, labels: list[str], dims: int | None, vocab: list[str]) -> list[str]:
@@ -200,11 +273,10 @@ def step_lines(
     model: GPT, ids: list[int], layer: int, head: int, i: int, lr: float, labels: list[str]
 ) -> list[str]:
     """Step 7: what one gradient step on this head's q, k, v weights does to query i's attention and loss."""
-    before, after, loss, loss_after = step_effect(model, ids, layer, head, i, lr)
+    step = step_effect(model, ids, layer, head, i, lr)
     lines = [f"7. one plain step of size {lr:g} on head {head}'s q, k and v weights, from this loss alone:"]
-    lines += [
-        f"   {j:>{len(str(i))}} {labels[j]}  weight {num(before[j].item())} → {num(after[j].item())}"
-        for j in range(i + 1)
-    ]
-    lines.append(f"   loss {num(loss)} → {num(loss_after)}")
+    before, after = step.before.tolist(), step.after.tolist()
+    width = len(str(i))
+    lines += [f"   {j:>{width}} {labels[j]}  weight {num(before[j])} → {num(after[j])}" for j in range(i + 1)]
+    lines.append(f"   loss {num(step.loss)} → {num(step.loss_after)}")
     return lines

@@ -9,9 +9,11 @@ the character embeddings and the run's loss curves; with the run's timeline.json
 slider over its training steps (assets/timeline.js and .css, tinygpt.explain.timeline).
 For models up to LIVE_LIMIT parameters it carries the weights and runs the forward pass
 itself, so any typed prompt updates everything; larger models carry the one prompt's
-trace, computed here. The backward panel's step 2, the gradient reaching each head's
-output, is computed here for the prompt the page is written for; the page works out the
-rest itself.
+trace, computed here. For the prompt the page is written for, the backward panel's step 2
+(the gradient reaching each head's output) and step 7 (what one gradient step on a head's
+q, k, v weights does to its attention and the loss, for every head and position) are
+computed here; the page works out steps 3–6 itself. Each head's mean output over validation
+text, for switching heads off in mean mode, is computed here too.
 
 Tensors travel as base64 of little-endian float32 bytes, so the page reads the
 very numbers PyTorch holds.
@@ -30,9 +32,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from tinygpt.ablate import validation_means
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.explain.backward import head_output_gradients
+from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, one_thread, step_effects
 from tinygpt.explain.heads import page_roles
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.pca import principal_components
@@ -82,9 +85,32 @@ def roles_data(payload: dict, model: GPT, path: Path) -> tuple[list[dict] | None
     return [vars(role) for role in roles], None
 
 
+def means_data(payload: dict, model: GPT, path: Path) -> tuple[dict | None, str | None]:
+    """Each layer's mean head outputs, as --ablate-mode mean uses them (n_layer, C), or None and why not."""
+    try:
+        means = validation_means(model, payload, path)
+    except UserError as e:
+        return None, f"no mean ablation: {e}"
+    return tensor_data(torch.stack(means)), None
+
+
 def backward_data(model: GPT, ids: list[int]) -> dict[str, Any]:
-    """What the backward panel needs from Python: the gradient reaching every head's output."""
+    """What the backward panel needs from Python for steps 1–6: the gradient reaching every head's output."""
     return {"ids": ids, "g": tensor_data(head_output_gradients(model, ids))}  # (T − 1, L, nh, hs)
+
+
+def step_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
+    """Step 7 of the backward panel for every head and every position i < T − 1: the weights of row i
+    after one plain gradient step of size lr on the head's q, k, v rows (zero beyond key i), and the
+    loss at i after it."""
+    c, T = model.config, len(ids)
+    after = torch.zeros(max(T - 1, 0), c.n_layer, c.n_head, T, dtype=torch.float64)
+    loss_after = torch.zeros(max(T - 1, 0), c.n_layer, c.n_head, dtype=torch.float64)
+    heads = [(layer, head) for layer in range(c.n_layer) for head in range(c.n_head)]
+    for step in step_effects(model, ids, lr, one_thread(range(T - 1)), heads):
+        after[step.i, step.layer, step.head, : step.i + 1] = step.after
+        loss_after[step.i, step.layer, step.head] = step.loss_after
+    return {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
 
 
 def loss_curves(run_dir: Path) -> list[dict[str, float]] | None:
@@ -103,6 +129,7 @@ def page_data(
     token: int | None = None,
     live_limit: int = LIVE_LIMIT,
     steps: tqdm | None = None,
+    lr: float = STEP_LR,
 ) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing."""
     steps = steps or tqdm(disable=True)
@@ -113,13 +140,19 @@ def page_data(
     cfg = model.config
     ids = prompt_ids(tokenizer, prompt, cfg.block_size)
     layer, head, token = focus(cfg, ids, layer, head, token)
+    check_lr(lr)
     coords, share = principal_components(model.wte.weight)
     live = model.num_params() <= live_limit
     metrics = loss_curves(path.parent)
     next_step(steps, "scoring each head's role")
     roles, roles_note = roles_data(payload, model, path)
+    next_step(steps, "each head's mean output, for mean ablation")
+    means, means_note = means_data(payload, model, path)
     next_step(steps, f"the gradients for the backward panel ({len(ids) - 1} positions)")
     backward = backward_data(model, ids)
+    steps_taken = (len(ids) - 1) * cfg.n_layer * cfg.n_head
+    next_step(steps, f"one gradient step per head and position for step 7 ({steps_taken} steps)")
+    backward["step"] = step_data(model, ids, lr)
     next_step(steps, "packing the weights" if live else "tracing the prompt")
     data = {
         "checkpoint": path.name,
@@ -135,6 +168,8 @@ def page_data(
         "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
         "roles": roles,
         "roles_note": roles_note,
+        "means": means,  # (n_layer, C): what a switched-off head outputs in mean mode
+        "means_note": means_note,
         "backward": backward,
         "pca": {"coords": coords.tolist(), "share": share.tolist()},
         "metrics": metrics,
@@ -145,7 +180,8 @@ def page_data(
     return data
 
 
-STEPS = 5  # of writing a page, as next_step counts them: reading, roles, gradients, weights, writing
+STEPS = 7  # of writing a page, as next_step counts them: reading, roles, means, gradients, step 7,
+# weights, writing
 
 
 def next_step(steps: tqdm, what: str) -> None:
@@ -188,11 +224,12 @@ def write_page(
     token: int | None = None,
     live_limit: int = LIVE_LIMIT,
     progress: bool = False,
+    lr: float = STEP_LR,
 ) -> str:
     """Write the page to `out` (default: explain.html beside the checkpoint); returns what was written."""
     out = Path(checkpoint).parent / PAGE_NAME if out is None else Path(out)
     with tqdm(total=STEPS, desc="reading the checkpoint", disable=not progress, leave=False) as steps:
-        data = page_data(checkpoint, prompt, layer, head, token, live_limit, steps)
+        data = page_data(checkpoint, prompt, layer, head, token, live_limit, steps, lr)
         try:
             write_atomic(out, render_page(data))
         except OSError as e:

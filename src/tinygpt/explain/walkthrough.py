@@ -25,7 +25,7 @@ from tinygpt.ablate import ablation
 from tinygpt.attention import scaled_scores
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.explain.backward import backward_steps, row_backward, step_lines
+from tinygpt.explain.backward import STEP_LR, backward_steps, check_lr, row_backward, step_lines
 from tinygpt.explain.glyphs import num, quoted, vec
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.model import GPT
@@ -183,7 +183,7 @@ def explain(
     ablate: str | None = None,
     ablate_mode: str = "zero",
     backward: bool = False,
-    lr: float = 0.1,
+    lr: float = STEP_LR,
 ) -> str:
     """The walkthrough for a checkpoint and a prompt (token: a position, default the last).
 
@@ -204,8 +204,8 @@ def explain(
             f"--backward follows the loss of predicting the character after --token {token}, and the prompt "
             f"has none after it; use a --token below {len(ids) - 1} (or a longer prompt)"
         )
-    if backward and not (math.isfinite(lr) and lr > 0):
-        raise UserError(f"--lr {lr} is not a positive number; use e.g. 0.1")
+    if backward:
+        check_lr(lr)
     with ablation(model, checkpoint, ablate, ablate_mode):
         text = walkthrough(model, tokenizer, trace_prompt(model, ids), layer, head, token, dims)
         if backward:

@@ -1,7 +1,8 @@
 // The tinygpt explainer page: reads the data tinygpt.explain.page inlined, runs the model's forward pass
-// (when the weights are embedded, with any heads switched off) and draws the worked example, the token
-// strip with the logit lens, the attention grid labelled with each head's role, the arithmetic of one
-// row forwards and backwards, the embedding map and the loss curves. All text goes in through textContent.
+// (when the weights are embedded, with any heads switched off, their output replaced by 0 or by their
+// mean) and draws the worked example, the token strip with the logit lens, the attention grid labelled
+// with each head's role, the arithmetic of one row forwards and backwards (steps 1–7), the embedding
+// map and the loss curves. All text goes in through textContent.
 //
 // Short names, each with one meaning throughout:
 //   sizes      C n_embd, NH heads, HS head size, V vocabulary, T positions in the prompt
@@ -146,10 +147,15 @@ const gelu = (z) => 0.5 * z * (1 + erf(z / Math.SQRT2));
 // "L.H", the name of head H of layer L, as --ablate writes it
 const headName = (layer, hd) => `${layer}.${hd}`;
 
+// each layer's mean head outputs over validation text, (n_layer, C), as --ablate-mode mean uses them
+// (tinygpt.ablate.validation_means, computed in Python when the page was written), or null
+const MEANS = DATA.means && decode(DATA.means);
+
 // One prompt through the model: the same trace (layout and names) as tinygpt.explain.trace gives, with
-// the heads named in `off` switched off (their slice of c_proj's input zeroed, as tinygpt.ablate does)
-// and the logit lens: lens[layer] (T, V), the logits if the model ended after that layer.
-function forward(ids, off = new Set()) {
+// the heads named in `off` switched off as tinygpt.ablate does (their slice of c_proj's input replaced:
+// by 0 in mode "zero", by their mean output in mode "mean") and the logit lens: lens[layer] (T, V), the
+// logits if the model ended after that layer.
+function forward(ids, off = new Set(), mode = "zero") {
   const T = ids.length;
   const param = (name) => W[name] || null;
   // the layer norm or linear layer `name` (its full state_dict name, less .weight and .bias)
@@ -197,19 +203,24 @@ function forward(ids, off = new Set()) {
         for (let j = 0; j < T; j++) weights[weightAt(T, hd, i, j)] = row.weights[j];
         for (let d = 0; d < HS; d++) heads[headAt(T, hd, i, d)] = row.output[d];
       }
-    const merged = new Float64Array(T * C); // a switched-off head's columns stay 0
-    for (let hd = 0; hd < NH; hd++)
-      if (on(hd))
-        for (let t = 0; t < T; t++)
-          for (let d = 0; d < HS; d++) merged[rowAt(t, headCol(hd, d))] = heads[headAt(T, hd, t, d)];
-    const wProj = param(`${prefix}attn.c_proj.weight`);
-    const out = dense(`${prefix}attn.c_proj`, merged, C, C);
-    const contrib = new Float64Array(NH * T * C);
+    // what c_proj reads: the heads side by side, a switched-off head's columns 0 or its mean output
+    const merged = new Float64Array(T * C);
     for (let hd = 0; hd < NH; hd++)
       for (let t = 0; t < T; t++)
-        for (let o = 0; o < C && on(hd); o++) {
+        for (let d = 0; d < HS; d++) {
+          const col = headCol(hd, d);
+          if (on(hd)) merged[rowAt(t, col)] = heads[headAt(T, hd, t, d)];
+          else if (mode === "mean") merged[rowAt(t, col)] = MEANS[rowAt(layer, col)];
+        }
+    const wProj = param(`${prefix}attn.c_proj.weight`);
+    const out = dense(`${prefix}attn.c_proj`, merged, C, C);
+    const contrib = new Float64Array(NH * T * C); // each head's columns of c_proj times what it reads there
+    for (let hd = 0; hd < NH; hd++)
+      for (let t = 0; t < T; t++)
+        for (let o = 0; o < C; o++) {
           let sum = 0;
-          for (let d = 0; d < HS; d++) sum += heads[headAt(T, hd, t, d)] * wProj[rowAt(o, headCol(hd, d))];
+          for (let d = 0; d < HS; d++)
+            sum += merged[rowAt(t, headCol(hd, d))] * wProj[rowAt(o, headCol(hd, d))];
           contrib[contribAt(T, hd, t, o)] = sum;
         }
     for (let at = 0; at < T * C; at++) x[at] += out[at];
@@ -220,7 +231,7 @@ function forward(ids, off = new Set()) {
     layers.push({ resid, ln_1: ln1, q, k, v, weights, heads, contrib, out });
     lens.push(lmHead(x));
   }
-  return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, lens, logits: lens[lens.length - 1], off };
+  return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, lens, logits: lens[lens.length - 1], off, mode };
 }
 
 function traceFromData(saved) {
@@ -238,6 +249,7 @@ function traceFromData(saved) {
     lens: layers.map((_, layer) => lens.subarray(layer * T * V, (layer + 1) * T * V)),
     logits: decode(saved.logits),
     off: new Set(),
+    mode: "zero",
   };
 }
 
@@ -292,6 +304,7 @@ const state = {
   head: DATA.selection.head,
   token: DATA.selection.token,
   off: new Set(), // the heads switched off, by headName
+  mode: "zero", // what a switched-off head outputs: "zero" or "mean" (tinygpt.ablate.MODES)
   backward: false, // the backward panel is open
 };
 const chars = () => state.trace.ids.map((id) => VOCAB[id]);
@@ -312,12 +325,19 @@ function toggleHead(layer, hd) {
   const name = headName(layer, hd);
   if (state.off.has(name)) state.off.delete(name);
   else state.off.add(name);
-  setTrace(forward(state.trace.ids, state.off));
+  setTrace(forward(state.trace.ids, state.off, state.mode));
 }
 
 function allHeadsOn() {
   state.off.clear();
-  setTrace(forward(state.trace.ids, state.off));
+  setTrace(forward(state.trace.ids, state.off, state.mode));
+}
+
+// the mode switch: a switched-off head outputs 0, or its mean output over validation text
+function setMode(mode) {
+  state.mode = mode;
+  document.querySelector(`#ablation-mode input[value="${mode}"]`).checked = true;
+  setTrace(forward(state.trace.ids, state.off, state.mode));
 }
 
 function select(layer, head, token) {
@@ -381,6 +401,7 @@ function runPrompt(text) {
     forward(
       cs.map((c) => ID.get(c)),
       state.off,
+      state.mode,
     ),
   );
 }
@@ -491,7 +512,7 @@ function roleButton(layer, hd) {
     ? "This page shows one prompt computed in Python, so it cannot switch heads off."
     : off
       ? "Switched off. Click to switch it back on."
-      : "Click to switch this head off (its output replaced by 0) and run the model again.";
+      : `Click to switch this head off (its output replaced by ${MODE_WORDS[state.mode].by}) and run the model again.`;
   const button = el("button", {
     class: `role${off ? " off" : ""}`,
     "data-layer": layer,
@@ -553,6 +574,20 @@ function renderGrid() {
   markGrid();
 }
 
+// what a switched-off head outputs in each mode, in words
+const MODE_WORDS = {
+  zero: {
+    by: "0",
+    note: "zero ablation: the head's output is replaced by 0 before c_proj, as --ablate does",
+  },
+  mean: {
+    by: "its mean output over validation text",
+    note:
+      "mean ablation: the head's output is replaced by its mean over the run's validation text before " +
+      "c_proj, as --ablate-mode mean does, so only what it does for this context is lost",
+  },
+};
+
 function renderAblationNote() {
   const note = document.getElementById("ablation-note");
   if (!state.off.size) {
@@ -563,9 +598,23 @@ function renderAblationNote() {
   note.replaceChildren(
     `Switched off: ${names}. Every prediction, heatmap and number on this page is now computed without `,
     state.off.size === 1 ? "it " : "them ",
-    "(zero ablation: the head's output is replaced by 0 before c_proj, as --ablate does). ",
+    `(${MODE_WORDS[state.mode].note}). `,
     el("button", { class: "all-on", text: "switch every head back on", onclick: allHeadsOn }),
   );
+}
+
+// the zero / mean switch beside the ablation note; mean needs the means Python computed
+function setupModeSwitch() {
+  const why = !W
+    ? "This page shows one prompt computed in Python, so it cannot switch heads off."
+    : !MEANS
+      ? `Mean ablation is not available: ${DATA.means_note}.`
+      : "";
+  for (const input of document.querySelectorAll("#ablation-mode input")) {
+    input.disabled = !W || (input.value === "mean" && !MEANS);
+    input.addEventListener("change", () => setMode(input.value));
+  }
+  document.getElementById("ablation-mode-note").textContent = why;
 }
 
 function drawMap(canvas, layer, hd, cell) {
@@ -856,13 +905,19 @@ function outputStep({ trace, layer, hd, i, T, cs, lt, row }) {
     }),
     table,
     line("head output = ", vec(row.output, 0, HS)),
-    off
+    off && trace.mode === "zero"
       ? line(`head ${layer}.${hd} is switched off: c_proj reads 0 in its place, so it adds nothing`)
-      : line(
-          `through head ${hd}'s columns of c_proj, it adds `,
-          vec(lt.contrib, contribAt(T, hd, i), C),
-          " to the residual stream",
-        ),
+      : off
+        ? line(
+            `head ${layer}.${hd} is switched off: c_proj reads its mean output over validation text in its place, so whatever the context it adds `,
+            vec(lt.contrib, contribAt(T, hd, i), C),
+            " to the residual stream",
+          )
+        : line(
+            `through head ${hd}'s columns of c_proj, it adds `,
+            vec(lt.contrib, contribAt(T, hd, i), C),
+            " to the residual stream",
+          ),
     line(`all ${NH} heads${CFG.bias ? " and c_proj's bias" : ""} together add `, vec(lt.out, rowAt(i), C)),
   ];
 }
@@ -883,10 +938,20 @@ function predictionStep({ trace, i }) {
 
 // ------------------------------------------------------------------ the backward pass of one row
 
-// the gradient reaching head hd of layer `layer` at position i, from the loss at i, computed in Python
-// when the page was written (tinygpt.explain.backward.head_output_gradients): (T − 1, n_layer, NH, HS)
-const BACKWARD = { ids: DATA.backward.ids, g: decode(DATA.backward.g) };
-const gradAt = (i, layer, hd, d = 0) => ((i * CFG.n_layer + layer) * NH + hd) * HS + d;
+// computed in Python when the page was written, for its prompt (tinygpt.explain.page.backward_data and
+// step_data), each (T − 1, n_layer, NH, width) for the loss at position i and head hd of `layer`:
+//   g          the gradient reaching the head's output (width HS; backward.head_output_gradients)
+//   after      step 7: row i's weights after one plain gradient step of size lr on the head's q, k, v
+//              rows of c_attn (width T, zero beyond key i; backward.step_effects)
+//   lossAfter  step 7: the loss at i after that step (width 1)
+const BACKWARD = {
+  ids: DATA.backward.ids,
+  g: decode(DATA.backward.g),
+  lr: DATA.backward.step.lr,
+  after: decode(DATA.backward.step.after),
+  lossAfter: decode(DATA.backward.step.loss_after),
+};
+const gradAt = (i, layer, hd, d = 0, width = HS) => ((i * CFG.n_layer + layer) * NH + hd) * width + d;
 
 // why the backward panel cannot follow position i of this trace back, or null when it can
 function backwardUnavailable(trace, i) {
@@ -902,8 +967,9 @@ function backwardUnavailable(trace, i) {
   return null;
 }
 
-// steps 1–6 of tinygpt.explain.backward for the loss L of predicting the character after position i
-// (n = i + 1 keys): every gradient from the page's own forward pass and the g Python computed
+// steps 1–7 of tinygpt.explain.backward for the loss L of predicting the character after position i
+// (n = i + 1 keys): every gradient from the page's own forward pass and the g Python computed, and
+// step 7's weights and loss after the step, as Python computed them
 function rowBackward(trace, layer, hd, i) {
   const T = trace.T,
     lt = trace.layers[layer],
@@ -931,7 +997,24 @@ function rowBackward(trace, layer, hd, i) {
       dq[d] += ddot[j] * lt.k[headAt(T, hd, j, d)];
       dk[rowAt(j, d, HS)] = ddot[j] * lt.q[headAt(T, hd, i, d)];
     }
-  return { target, loss: -Math.log(probs[target]), dlogits, g, w, dw, dv, mean, ds, ddot, dq, dk };
+  const after = BACKWARD.after.subarray(gradAt(i, layer, hd, 0, T), gradAt(i, layer, hd, n, T)); // T: its prompt's
+  const lossAfter = BACKWARD.lossAfter[gradAt(i, layer, hd, 0, 1)];
+  return {
+    target,
+    loss: -Math.log(probs[target]),
+    dlogits,
+    g,
+    w,
+    dw,
+    dv,
+    mean,
+    ds,
+    ddot,
+    dq,
+    dk,
+    after,
+    lossAfter,
+  };
 }
 
 function backwardSteps({ trace, layer, hd, i, cs }) {
@@ -986,6 +1069,23 @@ function backwardSteps({ trace, layer, hd, i, cs }) {
     el("h3", { text: "6. To the query and the keys: dL/dq = Σ_j dL/d(q·k_j)·k_j, dL/dk_j = dL/d(q·k_j)·q" }),
     line("dL/dq = ", vec(b.dq, 0, HS)),
     perKey(["dL/dk_j"], (j) => [cell(vec(b.dk, rowAt(j, 0, HS), HS))]),
+    el("h3", {
+      text: `7. One plain gradient step of size ${BACKWARD.lr} on head ${hd}'s query, key and value weights, from this loss alone`,
+    }),
+    el("p", {
+      class: "hint",
+      text:
+        `Training learns by steps like this one: each weight that makes this head's q, k and v moves against its ` +
+        `gradient, by ${BACKWARD.lr} times it, and the model runs again. Attention shifts toward the keys whose ` +
+        "dL/dw_j is below Σ_k w_k·dL/dw_k (step 4), and a small enough step lowers the loss. Computed in Python when " +
+        "the page was written, as explain --backward prints it.",
+    }),
+    perKey(["weight before", "→ after", "change"], (j) => [
+      num("w-before", j, b.w[j]),
+      num("w-after", j, b.after[j]),
+      el("td", { text: `${b.after[j] >= b.w[j] ? "+" : ""}${fmt(b.after[j] - b.w[j])}` }),
+    ]),
+    line(`loss ${fmt(b.loss)} → `, el("span", { class: "loss-after", text: fmt(b.lossAfter) })),
   ];
 }
 
@@ -1172,8 +1272,9 @@ window.tinygpt = {
   select,
   toggleHead,
   setPrompt: (text) => runPrompt(text),
-  // the logits (T, V) of ids with the heads named in `off` ("L.H") switched off
-  logits: W && ((ids, off = []) => rowsOf(forward(ids, new Set(off)).logits, ids.length)),
+  // the logits (T, V) of ids with the heads named in `off` ("L.H") switched off, in mode "zero" or "mean"
+  logits:
+    W && ((ids, off = [], mode = "zero") => rowsOf(forward(ids, new Set(off), mode).logits, ids.length)),
   // the logit lens of ids: (n_layer, T, V)
   lens: W && ((ids) => forward(ids).lens.map((logits) => rowsOf(logits, ids.length))),
   // the backward panel's numbers for position i of the shown prompt through head hd of `layer`
@@ -1191,5 +1292,6 @@ renderAbout();
 renderExample();
 renderCurves();
 setupPrompt();
+setupModeSwitch();
 setupBackward();
 setTrace(W ? forward(Array.from(DATA.prompt, (c) => ID.get(c))) : traceFromData(DATA.trace));
