@@ -88,6 +88,10 @@ def test_explain_backward_prints_every_step(run, capsys):
         (["explain", "{best}", "--prompt", "KING", "--token", "3", "--backward"], "a --token below 3"),
         (["explain", "{best}", "--prompt", "KING", "--backward", "--lr", "-1"], "not a positive number"),
         (["explain", "{best}", "--prompt", "KI", "--ablate", "0.0", "--html", "x.html"], "not the page"),
+        (["explain", "{best}", "--prompt", "KI", "--ablate-mode", "mean", "--html"], "not the page"),
+        (["inspect", "{best}", "--prompt", "KI", "--ablate-mode", "mean"], "mean says how --ablate switches"),
+        (["sample", "--checkpoint", "{best}", "--ablate-mode", "mean"], "add --ablate"),
+        (["explain", "{best}", "--prompt", "KI", "--ablate-mode", "zero"], "add --ablate"),
     ],
     ids=[
         "json-without-heads",
@@ -96,6 +100,10 @@ def test_explain_backward_prints_every_step(run, capsys):
         "backward-last-token",
         "bad-lr",
         "page",
+        "page-mode",
+        "inspect-mode-alone",
+        "sample-mode-alone",
+        "explain-mode-alone",
     ],
 )
 def test_mistakes_are_one_line(run, capsys, args, message):

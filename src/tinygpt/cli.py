@@ -77,8 +77,7 @@ def _add_ablate(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ablate-mode",
         choices=["zero", "mean"],
-        default="zero",
-        help="zero: a head adds nothing; mean: its mean output over validation text (default zero)",
+        help="with --ablate: zero, a head adds nothing (default); mean, its mean output over validation text",
     )
 
 

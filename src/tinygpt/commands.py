@@ -83,8 +83,16 @@ def sample(args: argparse.Namespace) -> None:
         args.device,
         use_cache=not args.no_cache,
         ablate=args.ablate,
-        ablate_mode=args.ablate_mode,
+        ablate_mode=ablate_mode(args),
     )
+
+
+def ablate_mode(args: argparse.Namespace) -> str:
+    """--ablate-mode, which says how --ablate switches heads off: refused without --ablate."""
+    if args.ablate_mode and not args.ablate:
+        mode = args.ablate_mode
+        raise UserError(f"--ablate-mode {mode} says how --ablate switches heads off; add --ablate")
+    return args.ablate_mode or "zero"
 
 
 def inspect(args: argparse.Namespace) -> None:
@@ -94,6 +102,7 @@ def inspect(args: argparse.Namespace) -> None:
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
     if args.prompt is None and (args.lens or args.ablate):
         raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
+    ablate_mode(args)  # refused without --ablate, before any work
     if args.json and not args.heads:
         raise UserError("--json prints the --heads table as JSON; add --heads")
     if args.from_checkpoints and not args.timeline:
@@ -131,7 +140,7 @@ def inspect(args: argparse.Namespace) -> None:
     report = describe(args.checkpoint)  # both built before either is printed: a mistake prints nothing
     if args.prompt is not None:
         report += "\n\n" + inspect_prompt(
-            args.checkpoint, args.prompt, args.layer, args.head, args.lens, args.ablate, args.ablate_mode
+            args.checkpoint, args.prompt, args.layer, args.head, args.lens, args.ablate, ablate_mode(args)
         )
     print(report)
 
@@ -151,10 +160,11 @@ def explain(args: argparse.Namespace) -> None:
     if checkpoint.is_dir():  # a run directory: its best checkpoint
         checkpoint = checkpoint / "best.pt"
     if args.html is not None:
-        if args.ablate or args.backward:
+        if args.ablate or args.ablate_mode or args.backward:
             raise UserError(
-                "--ablate and --backward are for the walkthrough in the terminal, not the page: "
-                "in the page, click a head's label to switch it off, and 'Show the backward pass'"
+                "--ablate, --ablate-mode and --backward are for the walkthrough in the terminal, not the "
+                "page: in the page, click a head's label to switch it off (zero or mean, a switch above "
+                "the heads), and 'Show the backward pass'"
             )
         from tinygpt.explain.page import write_page
 
@@ -173,7 +183,7 @@ def explain(args: argparse.Namespace) -> None:
             args.token,
             args.dims,
             args.ablate,
-            args.ablate_mode,
+            ablate_mode(args),
             args.backward,
             args.lr,
         )
