@@ -4,6 +4,8 @@ import importlib.util
 import os
 import random
 import resource
+import signal
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -156,3 +158,20 @@ def files_cut_at(limit: int) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+@contextmanager
+def own_process_group(command: list[str], cwd: Path) -> Iterator[subprocess.Popen]:
+    """A job started in a process group of its own (text pipes for its output), and on leaving,
+    whatever happened, every process in that group killed: no rank or forked child is left behind."""
+    job = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, start_new_session=True
+    )
+    try:
+        yield job
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.wait()

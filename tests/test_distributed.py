@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import tiny_raw
+from conftest import own_process_group, tiny_raw
 
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
@@ -31,17 +31,8 @@ def torchrun(script: Path, raw: dict, tmp_path: Path, *args: str) -> subprocess.
     config = tmp_path / f"{Path(raw['out_dir']).name}.yaml"
     config.write_text(yaml.safe_dump(raw))
     command = [*TORCHRUN, str(script), "--config", str(config), "--quiet", *args]
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
-    )
-    try:
+    with own_process_group(command, ROOT) as job:
         out, err = job.communicate(timeout=300)  # a guard against a hang: a healthy run takes seconds
-    finally:
-        try:  # torchrun and every rank it started, whatever happened: no process is left behind
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        job.wait()
     return subprocess.CompletedProcess(command, job.returncode, out, err)
 
 
@@ -167,23 +158,14 @@ def test_ctrl_c_on_a_job_started_by_tinygpt_torchrun_ends_quietly(corpus_file, t
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(raw))
     command = [*LAUNCH, str(ROOT / "scripts" / "train.py"), "--config", str(config), "--quiet"]
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
-    )
     run = tmp_path / "run"
-    try:
+    with own_process_group(command, ROOT) as job:
         deadline = time.monotonic() + 240
         while not (run / "last.pt").exists():  # the step-20 save: training is under way
             assert job.poll() is None and time.monotonic() < deadline, job.communicate()
             time.sleep(0.1)
         os.killpg(job.pid, signal.SIGINT)
         _, err = job.communicate(timeout=240)
-    finally:
-        try:  # torchrun and every rank it started, whatever happened: no process is left behind
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        job.wait()
     step = read_checkpoint(run / "last.pt")["record"]["step"]
     assert job.returncode == 130, err
     assert "Traceback" not in err and "SignalException" not in err and "death signal" not in err

@@ -4,15 +4,12 @@ tests/kill_points.py does the killing, in processes forked from one that importe
 """
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_raw
+from conftest import own_process_group, tiny_raw
 
 pytestmark = pytest.mark.slow  # forks a training process per point
 
@@ -27,17 +24,8 @@ def test_a_kill_at_any_point_of_a_save_loses_nothing_and_resume_ends_as_unbroken
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(raw))
     command = [sys.executable, str(ROOT / "tests" / "kill_points.py"), str(config), str(tmp_path / "work")]
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
-    )
-    try:
+    with own_process_group(command, ROOT) as job:  # the runner and any child it forked
         out, err = job.communicate(timeout=2400)  # a guard against a hang, generous for a busy machine
-    finally:
-        try:  # the runner and any child it forked: no process is left behind
-            os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        job.wait()
     assert job.returncode == 0, err
     first, *points = [json.loads(line) for line in out.splitlines()]
     events = first["events"]
