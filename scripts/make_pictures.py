@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", default="checkpoints/cpu/best.pt", help="default: the README's")
     parser.add_argument("--prompt", default="To be, or not to be", help="default: the README's")
-    parser.add_argument("--layer", type=int, default=1, help="the head shown in detail: its layer (1)")
-    parser.add_argument("--head", type=int, default=2, help="and its number in the layer (2)")
+    parser.add_argument("--layer", type=int, default=2, help="the head shown in detail: its layer (2)")
+    parser.add_argument("--head", type=int, default=0, help="and its number in the layer (0)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "explainer.png"), help="docs/explainer.png")
     args = parser.parse_args(argv)
     try:

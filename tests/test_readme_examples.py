@@ -6,8 +6,9 @@ A block is skipped only when the line right before it says why:
 The blocks run in one temporary directory, as a user runs them in a checkout,
 with these substitutions, and only these:
 
-- configs/<name>.yaml for each shipped config is a tiny config there (2 layers,
-  4 heads, 32 wide, block_size 128 as in cpu.yaml, 30 steps) on a small corpus
+- configs/<name>.yaml for each shipped config is a tiny config there (4 layers,
+  2 heads and block_size 64 as in cpu.yaml, so that every --layer and --head the
+  README names exists in the model a user trains; 32 wide, 30 steps) on a small corpus
   that holds every character the README's prompts use; a file that exists wins
   over the shipped config of the same name, so the README's paths reach it;
 - `pip` is a stand-in that installs nothing (tinygpt and its extras are installed);
@@ -33,7 +34,7 @@ SKIP = re.compile(r"^<!-- not run by the tests: (.+) -->$", re.MULTILINE)  # a l
 FENCE = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 PROMPTS = "ROMEO:\nTo be, or not to be\n"  # the README's prompts, in the vocabulary
 TINY = {
-    "model": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 128, "dropout": 0.0},
+    "model": {"n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 64, "dropout": 0.0},
     "train": {
         "batch_size": 4,
         "max_iters": 30,
