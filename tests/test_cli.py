@@ -3,11 +3,15 @@
 Bad input of every kind is in test_errors_cli.py, one case per row of the README's table.
 """
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tinygpt.cli import build_parser
+from tinygpt.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,3 +72,12 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(odd_checkpoint):
     process.stdout.close()
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 141 and stderr == b""
+
+
+def test_the_explain_example_names_a_head_that_cpu_yaml_s_model_has():
+    """`tinygpt explain --help` shows an example on the README's checkpoints/cpu: its head must exist."""
+    parser = build_parser()
+    explain = parser._subparsers._group_actions[0].choices["explain"]  # argparse keeps subparsers here
+    layer, head = map(int, re.search(r"--layer (\d+) --head (\d+)", explain.epilog).groups())
+    model = load_config("configs/cpu.yaml").model
+    assert layer < model.n_layer and head < model.n_head

@@ -163,7 +163,7 @@ def _add_explain(subparsers) -> None:
     p = subparsers.add_parser(
         "explain",
         help="walk one character through one attention head, every number printed; or write an HTML page",
-        epilog='example: tinygpt explain checkpoints/cpu/best.pt --prompt "ROMEO:" --layer 1 --head 2 '
+        epilog='example: tinygpt explain checkpoints/cpu/best.pt --prompt "ROMEO:" --layer 2 --head 0 '
         "--token 3   |   tinygpt explain --q 1,0.5 --keys 1,0 0.5,1 1.5,1 --values 0.5,1 1,0 1.5,1",
     )
     p.add_argument(
