@@ -233,7 +233,7 @@ def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
 
 def scoring_text(
     payload: dict, model: GPT, checkpoint: str | Path, windows: int
-) -> tuple[torch.Tensor, "Boundaries"]:
+) -> tuple[torch.Tensor, Boundaries]:
     """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint."""
     if windows < 1:
         raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
