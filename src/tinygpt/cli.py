@@ -10,6 +10,7 @@ What each command then does is in tinygpt.commands.
 import argparse
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -282,6 +283,8 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
     except UserError as e:
         if said_by_this_process(e):
             print(f"error: {e}", file=sys.stderr)
+        else:
+            wait_for_rank_0_to_say_it()
         return leave_job_if_failed(2)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
@@ -300,6 +303,16 @@ def said_by_this_process(error: UserError) -> bool:
     """Under torchrun every rank meets a mistake in the config or the command alike: rank 0 says it,
     once for the job; a mistake one rank met on its own (a RankError) is said by that rank."""
     return isinstance(error, RankError) or os.environ.get("RANK", "0") == "0"
+
+
+SAYING_WAIT_S = 30  # at most, for torchrun to end a rank that left a mistake to rank 0
+
+
+def wait_for_rank_0_to_say_it() -> None:
+    """A rank that leaves the mistake to rank 0 stays until torchrun ends it, which it does once rank 0
+    has said it and left. Leaving first would make torchrun stop rank 0, on a busy machine before it
+    had got as far as the mistake, and the job would end saying nothing."""
+    time.sleep(SAYING_WAIT_S)
 
 
 def in_torchrun_job() -> bool:
