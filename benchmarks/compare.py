@@ -11,7 +11,7 @@ speed     training tokens/s of both models at the config's size and batch: ours 
 generate  new tokens/s for --tokens new characters from a one-character prompt: ours with
           and without the KV cache, the reference's generate (it re-reads the whole
           context every step).
-quality   val loss on the whole validation split (`tinygpt.evaluate.split_loss`, float32
+quality   val loss on the whole validation split (`tinygpt.app.evaluate.split_loss`, float32
           for every model) against training wall-clock time, for the reference's CPU
           recipe (its README's CPU command) and any number of tinygpt runs. Every model
           trains in time slices taken in turn, so all see the same machine load; each
@@ -39,11 +39,12 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
-from tinygpt.bench import single_process_trainer, synchronize
+from tinygpt.app.bench import single_process_trainer, synchronize
+from tinygpt.app.evaluate import split_loss
 from tinygpt.config import TrainSection, load_config
 from tinygpt.data import load_corpus
 from tinygpt.device import pick_device
-from tinygpt.evaluate import split_loss
+from tinygpt.generate import generate as generate_text
 from tinygpt.training.precision import prepare_device, resolve_dtype
 from tinygpt.training.step import lr_at
 
@@ -197,8 +198,8 @@ def generate(args: argparse.Namespace) -> dict:
     run, ref = reference_like(nanogpt, args.config, args.set, device)
     prompt = torch.zeros((1, 1), dtype=torch.long, device=device)
     contenders = {
-        "tinygpt (KV cache)": lambda n: run.model.generate(prompt, n, use_cache=True),
-        "tinygpt (no cache)": lambda n: run.model.generate(prompt, n, use_cache=False),
+        "tinygpt (KV cache)": lambda n: generate_text(run.model, prompt, n, use_cache=True),
+        "tinygpt (no cache)": lambda n: generate_text(run.model, prompt, n, use_cache=False),
         "nanoGPT": lambda n: ref.model.generate(prompt, n),
     }
     run.model.eval()

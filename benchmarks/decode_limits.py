@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs fro
 import torch
 
 from tinygpt.config import load_config
+from tinygpt.generate import generate
 from tinygpt.model import GPT, GPTConfig
 
 
@@ -63,11 +64,11 @@ def main() -> None:
     weights = sum(p.numel() for p in model.parameters())
     flops_per_token = 2 * weights + 4 * m.n_layer * m.n_embd * m.block_size // 2  # matmuls + mean cache
     prompt = torch.zeros((1, 1), dtype=torch.long)
-    model.generate(prompt, 20)
+    generate(model, prompt, 20)
     runs = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        model.generate(prompt, args.tokens)
+        generate(model, prompt, args.tokens)
         runs.append(args.tokens / (time.perf_counter() - start))
     peak, stream = matmul_peak(), bandwidth()
     measured = 1 / statistics.median(runs)

@@ -41,7 +41,7 @@ GPU=(--set "data.corpus=$CORPUS" --set train.device=cuda --set train.dtype=bfloa
   "$PYTHON" -c "
 import json, sys
 sys.path.insert(0, 'src')
-from tinygpt.bench import format_report
+from tinygpt.app.bench import format_report
 print(format_report(json.load(open('$RESULTS/bench.json'))))"
 
   echo "== training to val loss $TARGET (5,000 steps, bfloat16, compiled)"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
-from tinygpt.bench import single_process_trainer, synchronize
+from tinygpt.app.bench import single_process_trainer, synchronize
 from tinygpt.config import load_config
 from tinygpt.explain.timeline import Recorder
 from tinygpt.training.step import estimate_loss

@@ -3,7 +3,7 @@
     python benchmarks/val_loss.py checkpoints/cpu/best.pt [--corpus data/tinyshakespeare.txt]
 
 The split is the last `val_fraction` of the corpus the run trained on (from the
-checkpoint's config), scored with `tinygpt.evaluate.split_loss` in float32.
+checkpoint's config), scored with `tinygpt.app.evaluate.split_loss` in float32.
 """
 
 import argparse
@@ -12,11 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
+from tinygpt.app.evaluate import split_loss
 from tinygpt.checkpoint import load_checkpoint, read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.data import load_corpus
 from tinygpt.device import pick_device
-from tinygpt.evaluate import split_loss
 
 
 def main() -> None:

@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works from a plain checkout too
 
-from tinygpt.cli import main
+from tinygpt.app.cli import main
 
 sys.exit(main(["train", *sys.argv[1:]]))

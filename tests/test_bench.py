@@ -5,8 +5,8 @@ import torch
 from conftest import tiny_raw
 
 from tinygpt import flops
-from tinygpt.bench import PeakMemory, benchmark, format_report
-from tinygpt.cli import main
+from tinygpt.app.bench import PeakMemory, benchmark, format_report
+from tinygpt.app.cli import main
 from tinygpt.config import from_dict
 from tinygpt.flops import Stopwatch
 

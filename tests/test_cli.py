@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.cli import build_parser
+from tinygpt.app.cli import build_parser
 from tinygpt.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]

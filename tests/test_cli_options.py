@@ -1,11 +1,11 @@
-"""Options shared by the commands, run in-process through tinygpt.cli.main: --prompt-file, --version,
+"""Options shared by the commands, run in-process through tinygpt.app.cli.main: --prompt-file, --version,
 and checks that come before any output."""
 
 import importlib.metadata
 
 import pytest
 
-from tinygpt.cli import main
+from tinygpt.app.cli import main
 
 
 def one_error_line(err: str) -> str:

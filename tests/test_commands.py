@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.cli import build_parser, main
+from tinygpt.app.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ def test_help_lists_every_option_and_an_example(command, capsys):
 @pytest.mark.slow
 def test_the_console_script_and_python_m_run_the_same_command():
     (script,) = entry_points(group="console_scripts", name="tinygpt")
-    assert script.value == "tinygpt.cli:main"
+    assert script.value == "tinygpt.app.cli:main"
     executable = Path(sys.executable).parent / "tinygpt"
     runs = [[str(executable), "export", "--help"], [sys.executable, "-m", "tinygpt", "export", "--help"]]
     outputs = [subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT) for cmd in runs]

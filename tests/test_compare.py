@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from tinygpt.generate import generate
 from tinygpt.model import GPT as OurGPT, GPTConfig as OurConfig
 
 
@@ -35,7 +36,7 @@ class GPT(OurGPT):
         return torch.optim.AdamW(self.parameters(), lr=learning_rate, betas=betas, weight_decay=weight_decay)
 
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        return super().generate(idx, max_new_tokens, temperature, top_k, use_cache=False)
+        return generate(self, idx, max_new_tokens, temperature, top_k, use_cache=False)
 """
 
 

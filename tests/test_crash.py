@@ -17,8 +17,8 @@ import pytest
 import torch
 from test_interrupt import signal_during_step
 
+from tinygpt.app.cli import main
 from tinygpt.checkpoint import read_checkpoint
-from tinygpt.cli import main
 from tinygpt.explain.timeline import read_timeline
 from tinygpt.metrics import read_metrics
 

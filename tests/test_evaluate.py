@@ -5,11 +5,11 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt import GPT, GPTConfig, load_checkpoint
+from tinygpt.app.cli import main
+from tinygpt.app.evaluate import evaluate_checkpoint, split_loss
 from tinygpt.checkpoint import read_checkpoint
-from tinygpt.cli import main
 from tinygpt.config import from_dict
 from tinygpt.data import load_corpus
-from tinygpt.evaluate import evaluate_checkpoint, split_loss
 
 
 def small_model(block_size: int = 8) -> GPT:

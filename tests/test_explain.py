@@ -10,7 +10,7 @@ import torch
 from conftest import files_cut_at
 from test_trace import spread_model
 
-from tinygpt.cli import main
+from tinygpt.app.cli import main
 from tinygpt.explain.page import page_data
 from tinygpt.explain.trace import trace_prompt
 from tinygpt.explain.walkthrough import attention_steps, explain, walkthrough

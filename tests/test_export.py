@@ -9,10 +9,11 @@ import torch
 from conftest import files_cut_at
 
 from tinygpt import GPT, GPTConfig, load_checkpoint
+from tinygpt.app.cli import main
+from tinygpt.app.export import export, load_safetensors
 from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
-from tinygpt.cli import main
 from tinygpt.errors import UserError
-from tinygpt.export import export, load_safetensors
+from tinygpt.generate import generate
 
 CHARS = sorted(set("\n\t !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyzéà—’🙂"))
 TEXT = "KING:\nWhat  say'st thou, fool?\té — 🙂 ’tis\n\n"
@@ -65,7 +66,7 @@ def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tm
 
     prompt = idx[:, :4]
     greedy = hf.generate(prompt, max_new_tokens=28, do_sample=False)
-    assert torch.equal(greedy, model.generate(prompt, 28, temperature=0))
+    assert torch.equal(greedy, generate(model, prompt, 28, temperature=0))
 
 
 def test_the_exported_tokenizer_round_trips_every_character(tmp_path):

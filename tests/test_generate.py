@@ -3,7 +3,8 @@
 import torch
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.generate import KVCache, sample_next, stream
+from tinygpt.generate import generate, sample_next, stream
+from tinygpt.kv_cache import KVCache
 
 
 def small_model(seed: int = 0, **overrides) -> GPT:
@@ -55,15 +56,15 @@ def test_cached_forward_equals_full_forward():
 def test_greedy_output_with_and_without_cache_is_identical_up_to_block_size():
     model = small_model(seed=3)
     idx = torch.randint(11, (2, 4))
-    with_cache = model.generate(idx, 12, temperature=0)  # 4 + 12 = block_size
-    without = model.generate(idx, 12, temperature=0, use_cache=False)
+    with_cache = generate(model, idx, 12, temperature=0)  # 4 + 12 = block_size
+    without = generate(model, idx, 12, temperature=0, use_cache=False)
     assert torch.equal(with_cache, without)
 
 
 def test_exact_mode_slides_the_window_past_block_size():
     model = small_model(seed=1)
     idx = torch.randint(11, (1, 5))
-    out = model.generate(idx, 40, temperature=0, use_cache=False)
+    out = generate(model, idx, 40, temperature=0, use_cache=False)
     assert out.shape == (1, 45)
     seq = idx
     for _ in range(40):  # the definition: argmax over the last block_size characters
@@ -74,8 +75,12 @@ def test_exact_mode_slides_the_window_past_block_size():
 
 def test_cached_generation_runs_past_block_size_by_refilling_from_recent_tokens():
     model = small_model(seed=2)
-    out = model.generate(
-        torch.zeros(2, 3, dtype=torch.long), 50, temperature=1.0, generator=torch.Generator().manual_seed(0)
+    out = generate(
+        model,
+        torch.zeros(2, 3, dtype=torch.long),
+        50,
+        temperature=1.0,
+        generator=torch.Generator().manual_seed(0),
     )
     assert out.shape == (2, 53)
     assert int(out.max()) < 11
@@ -95,7 +100,7 @@ def test_the_refilled_cache_predicts_what_the_model_does_from_the_recent_half_bl
         model.wpe.weight.normal_(0.0, 3.0)
     block, half = 16, 8
     prompt = torch.randint(11, (1, 5))
-    out = model.generate(prompt, 60, temperature=0)
+    out = generate(model, prompt, 60, temperature=0)
     seq, start = prompt, 0  # start: where the context the cache holds begins
     for _ in range(60):
         if seq.size(1) - start > block:  # the cache held a full block: refill from the last half
@@ -103,7 +108,7 @@ def test_the_refilled_cache_predicts_what_the_model_does_from_the_recent_half_bl
         logits, _ = model(seq[:, start:])
         seq = torch.cat([seq, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(out, seq)
-    assert not torch.equal(out, model.generate(prompt, 60, temperature=0, use_cache=False))  # not a window
+    assert not torch.equal(out, generate(model, prompt, 60, temperature=0, use_cache=False))  # not a window
 
 
 def test_generation_flips_no_process_wide_switch(monkeypatch):
@@ -125,8 +130,8 @@ def test_generation_flips_no_process_wide_switch(monkeypatch):
 def test_sampling_is_reproducible_with_a_generator():
     model = small_model()
     idx = torch.zeros(1, 1, dtype=torch.long)
-    a = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
-    b = model.generate(idx, 20, generator=torch.Generator().manual_seed(7))
+    a = generate(model, idx, 20, generator=torch.Generator().manual_seed(7))
+    b = generate(model, idx, 20, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
 
 

@@ -6,10 +6,10 @@ import json
 import pytest
 from conftest import tiny_raw
 
-from tinygpt.cli import main
+from tinygpt.app.cli import main
+from tinygpt.app.sample import sample
 from tinygpt.config import from_dict
 from tinygpt.explain.heads import ROLES
-from tinygpt.sample import sample
 from tinygpt.training.loop import train
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from tinygpt.cli import main
+from tinygpt.app.cli import main
 from tinygpt.explain.glyphs import glyph, pad, quoted, width
 from tinygpt.explain.heatmap import SHADES, heatmap, legend, shade, top_next
 

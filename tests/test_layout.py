@@ -12,7 +12,6 @@ from tinygpt.config import ModelSection
 from tinygpt.model import GPTConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tinygpt"
-TOP = {"cli", "commands", "__main__", "bench"}  # the command line and the benchmark sit above every room
 
 
 def imported(path: Path) -> set[str]:
@@ -35,11 +34,13 @@ def room(path: Path) -> str:
 def test_imports_run_one_way_core_below_explain_and_training():
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.stem in TOP and room(path) == "core":
+        if room(path) == "app" or path.stem == "__main__":
             continue
         for name in imported(path):
             into = name.split(".")[1] if name.count(".") else "core"
-            if room(path) == "core" and into in ("training", "explain"):
+            if room(path) == "core" and into in ("training", "explain", "app"):
+                wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
+            if room(path) in ("explain", "training") and into == "app":
                 wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
             if room(path) == "explain" and into == "training":
                 wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
@@ -51,8 +52,8 @@ def test_sampling_and_looking_inside_load_no_training_module():
     """In a fresh interpreter: generation and every inspect/explain entry point, and nothing of training."""
     code = (
         "import sys\n"
-        "import tinygpt.sample, tinygpt.generate, tinygpt.explain.inspect, tinygpt.explain.walkthrough\n"
-        "import tinygpt.explain.page, tinygpt.explain.heatmap, tinygpt.export, tinygpt.evaluate\n"
+        "import tinygpt.app.sample, tinygpt.generate, tinygpt.explain.inspect, tinygpt.explain.walkthrough\n"
+        "import tinygpt.explain.page, tinygpt.explain.heatmap, tinygpt.app.export, tinygpt.app.evaluate\n"
         "print(sorted(m for m in sys.modules if m.startswith('tinygpt')))\n"
         "print(sorted(m for m in sys.modules if m.startswith('tinygpt.training')))\n"
     )

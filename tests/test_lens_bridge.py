@@ -7,18 +7,18 @@ import torch
 from conftest import need_extra
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
-from tinygpt.cli import main
-from tinygpt.errors import UserError
-from tinygpt.explain.heads import Boundaries, attention_weights, role_scores
-from tinygpt.export import export
-from tinygpt.lens_bridge import (
+from tinygpt.app.cli import main
+from tinygpt.app.export import export
+from tinygpt.app.lens_bridge import (
     TOLERANCE,
     boot_directory,
     bridge_for,
     logit_difference,
     transformer_lens_model,
 )
+from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+from tinygpt.errors import UserError
+from tinygpt.explain.heads import Boundaries, attention_weights, role_scores
 from tinygpt.tokenizer import CharTokenizer
 
 CHARS = sorted(set("\n !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tinygpt.bench import PeakMemory
+from tinygpt.app.bench import PeakMemory
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.training import memory

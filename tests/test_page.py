@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tinygpt.ablate import validation_means
+from tinygpt.app.cli import build_parser, main
 from tinygpt.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from tinygpt.cli import build_parser, main
 from tinygpt.explain.backward import STEP_LR, head_output_gradients, step_effect
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens

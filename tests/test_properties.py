@@ -177,7 +177,7 @@ SAMPLE_FLAGS = {
 @given(flags=st.fixed_dictionaries({}, optional=SAMPLE_FLAGS), missing=st.booleans())
 def test_random_sample_flags_sample_or_give_a_clear_error(odd_checkpoint, tmp_path, capsys, flags, missing):
     """Every combination ends in samples (exit 0) or one error line (exit 2): never a traceback."""
-    from tinygpt.cli import main
+    from tinygpt.app.cli import main
 
     checkpoint = str(tmp_path / "none.pt") if missing else str(odd_checkpoint)
     argv = ["sample", "--checkpoint", checkpoint]

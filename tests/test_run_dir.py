@@ -8,8 +8,8 @@ import pytest
 import yaml
 from conftest import tiny_raw
 
+from tinygpt.app.cli import main
 from tinygpt.checkpoint import read_checkpoint
-from tinygpt.cli import main
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.training.loop import train

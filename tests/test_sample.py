@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tinygpt.app.sample import sample
 from tinygpt.checkpoint import chosen_checkpoint, latest_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.sample import sample
 from tinygpt.training.loop import train
 
 

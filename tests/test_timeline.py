@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import tiny_raw
 
+from tinygpt.app.cli import main
 from tinygpt.checkpoint import load_checkpoint
-from tinygpt.cli import main
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.explain.heads import ROLES

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from tinygpt import cli
+from tinygpt.app import cli
 
 status = cli.main(["train", *sys.argv[1:]])
 tasks = Path("/proc/self/task")

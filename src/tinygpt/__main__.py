@@ -1,5 +1,5 @@
 import sys
 
-from tinygpt.cli import main
+from tinygpt.app.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Generation: the KV cache, the refill rule at block_size, sampling filters, streaming.
+"""Generation: the refill rule at block_size, sampling filters, streaming; the model takes the cache.
 
 Without a cache, every new character re-runs the whole context through every
 layer. With it, each step computes q, k, v for the one new position only and
@@ -15,39 +15,10 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from tinygpt.kv_cache import KVCache
+
 if TYPE_CHECKING:
-    from tinygpt.model import GPT, GPTConfig
-
-
-class KVCache:
-    """Pre-allocated (B, nh, block_size, hs) key and value buffers for each layer."""
-
-    def __init__(self, config: "GPTConfig", batch_size: int):
-        self.config = config
-        self.batch_size = batch_size
-        self.keys: list[torch.Tensor | None] = [None] * config.n_layer
-        self.values: list[torch.Tensor | None] = [None] * config.n_layer
-        self.length = 0  # positions stored; also the position of the next token
-
-    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append this step's keys and values (B, nh, T, hs); return all so far (B, nh, length + T, hs)."""
-        if self.keys[layer] is None:  # allocate on first use, in the dtype autocast produced
-            shape = (self.batch_size, self.config.n_head, self.config.block_size, self.config.head_size)
-            self.keys[layer] = torch.empty(shape, dtype=k.dtype, device=k.device)
-            self.values[layer] = torch.empty(shape, dtype=v.dtype, device=v.device)
-        end = self.length + k.size(2)
-        keys, values = self.keys[layer], self.values[layer]
-        keys[:, :, self.length : end] = k
-        values[:, :, self.length : end] = v
-        return keys[:, :, :end], values[:, :, :end]
-
-    def advance(self, steps: int) -> None:
-        """Called by the model once every layer has stored this step's positions."""
-        self.length += steps
-
-    def reset(self) -> None:
-        """Forget every position (the buffers are kept and overwritten)."""
-        self.length = 0
+    from tinygpt.model import GPT
 
 
 def sample_next(
@@ -125,3 +96,19 @@ def stream(
         if cache is not None and cache.length == block_size:  # full: refill from the recent half
             cache.reset()
             context = context[:, -max(1, block_size // 2) :]
+
+
+@torch.no_grad()
+def generate(
+    model: "GPT",
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> torch.Tensor:
+    """idx (B, T) extended by max_new_tokens sampled characters: (B, T + new), as `stream` samples them."""
+    new = stream(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache)
+    return torch.cat([idx, *new], dim=1)

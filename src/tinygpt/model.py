@@ -9,7 +9,7 @@ checkpoint maps one-to-one onto GPT-2's parameters:
 
 The LM head shares its weight with the token embedding. The model knows nothing
 of files, configs, command lines or generation loops (those are in
-tinygpt.generate): it takes ids and returns (logits, loss).
+tinygpt.generate, which takes a model): it takes ids and returns (logits, loss).
 
 Dropout modules are called only while training: in eval mode they are the
 identity, and during generation, where one position runs through every layer,
@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tinygpt.attention import attention, causal_mask
-from tinygpt.generate import KVCache, stream
+from tinygpt.kv_cache import KVCache
 
 
 @dataclass
@@ -296,18 +296,3 @@ class GPT(nn.Module):
         finally:
             for attn in layers:
                 attn.explicit, attn.record = False, None
-
-    @torch.no_grad()
-    def generate(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        generator: torch.Generator | None = None,
-        use_cache: bool = True,
-    ) -> torch.Tensor:
-        """idx (B, T) extended by max_new_tokens sampled characters: (B, T + new). See tinygpt.generate."""
-        new = stream(self, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache)
-        return torch.cat([idx, *new], dim=1)

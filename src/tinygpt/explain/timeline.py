@@ -45,6 +45,7 @@ from tinygpt.explain.heads import (
     role_scores,
 )
 from tinygpt.files import write_atomic
+from tinygpt.generate import generate
 from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
 from tinygpt.model import GPT
 from tinygpt.tokenizer import EMPTY_PROMPT_START, CharTokenizer
@@ -126,7 +127,7 @@ class Recorder:
         device = model.wte.weight.device
         generator = torch.Generator(device=device).manual_seed(SAMPLE_SEED)
         start = self.sample_start.to(device)
-        ids = model.generate(start, SAMPLE_LENGTH, temperature=SAMPLE_TEMPERATURE, generator=generator)
+        ids = generate(model, start, SAMPLE_LENGTH, temperature=SAMPLE_TEMPERATURE, generator=generator)
         return self.tokenizer.decode(ids[0, 1:].tolist())
 
 

@@ -40,6 +40,7 @@ from tinygpt.explain.attention_image import attention_image
 from tinygpt.explain.heads import attention_weights
 from tinygpt.explain.timeline import probe_of
 from tinygpt.files import write_atomic
+from tinygpt.generate import generate
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
 
@@ -150,8 +151,8 @@ def evaluation_views(model: GPT, probe_ids: torch.Tensor) -> tuple[list[int], li
     generator = torch.Generator(device=device).manual_seed(SAMPLE_SEED)
     model.eval()
     try:
-        out = model.generate(
-            probe_ids[:, :1], SAMPLE_LENGTH - 1, temperature=SAMPLE_TEMPERATURE, generator=generator
+        out = generate(
+            model, probe_ids[:, :1], SAMPLE_LENGTH - 1, temperature=SAMPLE_TEMPERATURE, generator=generator
         )
         attention = [w[0].cpu() for w in attention_weights(model, probe_ids)]  # each (nh, T, T)
     finally:

@@ -4,20 +4,26 @@ The scripts in scripts/*.py are thin wrappers over `main`.
 
 Here: the parser (each command's options) and the error policy: a UserError becomes
 one line on stderr and exit code 2; anything else is a bug and shows its traceback.
-What each command then does is in tinygpt.commands.
+What each command then does is in tinygpt.app.commands; how a failed rank of a torchrun
+job ends, in tinygpt.app.job_exit.
 """
 
 import argparse
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tinygpt import commands
+from tinygpt.app import commands
+from tinygpt.app.job_exit import (
+    in_torchrun_job,
+    leave_job_if_failed,
+    said_by_this_process,
+    wait_for_rank_0_to_say_it,
+)
 from tinygpt.config import DEVICES, shipped_configs
-from tinygpt.errors import RankError, UserError
+from tinygpt.errors import UserError
 
 
 def _numbers(text: str) -> list[float]:
@@ -297,43 +303,6 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
             raise
         traceback.print_exc()
         return leave_job_if_failed(1)
-
-
-def said_by_this_process(error: UserError) -> bool:
-    """Under torchrun every rank meets a mistake in the config or the command alike: rank 0 says it,
-    once for the job; a mistake one rank met on its own (a RankError) is said by that rank."""
-    return isinstance(error, RankError) or os.environ.get("RANK", "0") == "0"
-
-
-SAYING_WAIT_S = 30  # at most, for torchrun to end a rank that left a mistake to rank 0
-
-
-def wait_for_rank_0_to_say_it() -> None:
-    """A rank that leaves the mistake to rank 0 stays until torchrun ends it, which it does once rank 0
-    has said it and left. Leaving first would make torchrun stop rank 0, on a busy machine before it
-    had got as far as the mistake, and the job would end saying nothing."""
-    time.sleep(SAYING_WAIT_S)
-
-
-def in_torchrun_job() -> bool:
-    return os.environ.get("WORLD_SIZE", "1") != "1"
-
-
-def leave_job_if_failed(code: int) -> int:
-    """A rank of a torchrun job that failed (or was stopped by a signal, its last.pt saved) ends its
-    process here, at once, skipping Python's clean-up.
-
-    Called while the error is still being handled, so that the failed step's frames (and
-    DDP's reducer in them) are still alive: freeing the reducer joins gloo's threads while
-    holding the GIL, and a gloo thread finishing the failed step's all-reduce waits for the
-    GIL, a deadlock that kept the rank alive and the job hanging. torchrun sees the exit
-    and stops the other ranks. Outside torchrun it only returns the code.
-    """
-    if not in_torchrun_job():
-        return code
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Export a checkpoint for other tools: a Hugging Face transformers GPT-2, or bare safetensors.
+"""A tinygpt model as a Hugging Face transformers GPT-2: weights, config, tokenizer, model card.
 
-`hf` writes a directory that `transformers.GPT2LMHeadModel.from_pretrained` and
+`write_hf` writes a directory that `transformers.GPT2LMHeadModel.from_pretrained` and
 `AutoTokenizer.from_pretrained` load:
 
     config.json, generation_config.json   GPT2Config: sizes, exact GELU, layer norm eps 1e-5, tied head
@@ -20,64 +20,20 @@ bias=False gets zero biases, which compute exactly what no bias computes.
 Before anything is written the exported model is run on the same ids as the
 checkpoint's and must give the same logits (within TOLERANCE, relative to the
 largest logit); a checkpoint with a model option GPT-2 cannot express is refused.
-
-`safetensors` writes the bare weights under tinygpt's own names
-(model.safetensors, the tied lm_head stored once as wte) and config.json with
-the model config and the vocabulary; `load_safetensors` reads them back.
 """
 
 import json
-import os
-import re
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn as nn
 
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig, LayerNorm
-from tinygpt.tokenizer import CharTokenizer
 
-FORMATS = ("hf", "safetensors", "transformer-lens")
 TOLERANCE = 1e-5  # largest |logit difference| allowed, per unit of the largest |logit| (at least 1)
 EXPORTABLE = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias"}
-SAFETENSORS_FORMAT = "tinygpt-safetensors"
-
-
-def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
-    """Write the checkpoint's model to out_dir in format fmt (hf or safetensors); returns a summary line."""
-    if fmt not in FORMATS:
-        raise UserError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
-    payload = read_checkpoint(checkpoint)
-    check_exportable(payload["model_config"])
-    if fmt == "transformer-lens":  # tinygpt.lens_bridge builds on this module: imported only for it
-        from tinygpt.lens_bridge import check_directory, check_loadable
-
-        check_loadable(payload["model_config"], payload["tokenizer"])
-    model = model_from_payload(payload, checkpoint).eval()
-    chars = payload["tokenizer"]
-    out_dir = Path(out_dir)
-    _check_out_dir(out_dir)
-    with _built_then_renamed(out_dir) as partial:
-        if fmt == "hf":
-            difference = _write_hf(model, chars, payload, checkpoint, partial)
-            detail = f"logits match tinygpt's within {difference:.1e}"
-        elif fmt == "transformer-lens":  # the Hugging Face directory, loaded and checked in TransformerLens
-            _write_hf(model, chars, payload, checkpoint, partial)
-            difference = check_directory(model, partial)
-            with open(partial / "README.md", "a", encoding="utf-8") as card:
-                card.write(TRANSFORMER_LENS_CARD)
-            detail = f"TransformerLens's logits match tinygpt's within {difference:.1e}"
-        else:
-            _write_safetensors(model, chars, partial)
-            detail = "load it with tinygpt.export.load_safetensors"
-    files = ", ".join(sorted(p.name for p in out_dir.iterdir()))
-    return f"exported {checkpoint} to {out_dir} ({fmt}: {files}); {detail}"
 
 
 def check_exportable(model_config: dict[str, Any]) -> None:
@@ -88,9 +44,6 @@ def check_exportable(model_config: dict[str, Any]) -> None:
             f"the checkpoint's model has option(s) {', '.join(unknown)}, which the GPT-2 export "
             "cannot reproduce exactly; not exported"
         )
-
-
-# ---------------------------------------------------------------- Hugging Face transformers
 
 
 @torch.no_grad()
@@ -149,7 +102,7 @@ def gpt2_config(config: GPTConfig):
 
 def to_gpt2(model: GPT):
     """A transformers GPT2LMHeadModel (eval mode) with the model's weights."""
-    _need("transformers", "--format hf")
+    need("transformers", "--format hf")
     from transformers import GPT2LMHeadModel
 
     hf_model = GPT2LMHeadModel(gpt2_config(model.config))
@@ -175,7 +128,7 @@ def character_tokenizer(chars: list[str]):
     word-level model maps each to its id; a character outside the vocabulary
     is an error, as in tinygpt.
     """
-    _need("tokenizers", "--format hf")
+    need("tokenizers", "--format hf")
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
     tokenizer = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}))
@@ -184,7 +137,7 @@ def character_tokenizer(chars: list[str]):
     return tokenizer
 
 
-def _write_hf(model: GPT, chars: list[str], payload: dict, checkpoint: str | Path, out: Path) -> float:
+def write_hf(model: GPT, chars: list[str], payload: dict, checkpoint: str | Path, out: Path) -> float:
     hf_model = to_gpt2(model)
     from transformers.utils import logging
 
@@ -203,11 +156,11 @@ def _write_hf(model: GPT, chars: list[str], payload: dict, checkpoint: str | Pat
         "model_max_length": model.config.block_size,
     }
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
-    (out / "README.md").write_text(_model_card(model.config, payload, checkpoint), encoding="utf-8")
+    (out / "README.md").write_text(model_card(model.config, payload, checkpoint), encoding="utf-8")
     return difference
 
 
-def _model_card(config: GPTConfig, payload: dict, checkpoint: str | Path) -> str:
+def model_card(config: GPTConfig, payload: dict, checkpoint: str | Path) -> str:
     record = payload.get("record", {})
     trained = f"step {record['step']:,}" if "step" in record else "an unknown step"
     if isinstance(record.get("val_loss"), float):
@@ -253,123 +206,7 @@ saw in training. Each id is one character of the training text, and there is no
 """
 
 
-TRANSFORMER_LENS_CARD = """
-## In TransformerLens
-
-```python
-from transformer_lens.model_bridge import TransformerBridge
-
-model = TransformerBridge.boot_transformers("path/to/this/directory", device="cpu")
-model.cfg.default_prepend_bos = False  # a character model has no BOS token
-logits, cache = model.run_with_cache(model.to_tokens("ROMEO:"))
-```
-"""
-
-
-# ---------------------------------------------------------------- bare safetensors
-
-
-def _write_safetensors(model: GPT, chars: list[str], out: Path) -> None:
-    _need("safetensors", "--format safetensors")
-    from safetensors.torch import save_file
-
-    tensors = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    config = {
-        "format": SAFETENSORS_FORMAT,
-        "model_config": vars(model.config),
-        "vocabulary": chars,  # id i is vocabulary[i]
-        "tied": {"lm_head.weight": "wte.weight"},
-    }
-    (out / "config.json").write_text(
-        json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-
-
-def load_safetensors(directory: str | Path) -> tuple[GPT, CharTokenizer]:
-    """Read what `export(..., format="safetensors")` wrote: (model in eval mode, tokenizer)."""
-    _need("safetensors", "loading safetensors")
-    from safetensors.torch import load_file
-
-    directory = Path(directory)
-    try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-        tensors = load_file(str(directory / "model.safetensors"))
-    except (OSError, ValueError) as e:
-        raise UserError(f"{directory} is not a tinygpt safetensors export ({e})") from None
-    if config.get("format") != SAFETENSORS_FORMAT:
-        raise UserError(f"{directory}/config.json is not a tinygpt safetensors export")
-    for name, source in config["tied"].items():
-        tensors[name] = tensors[source]
-    model = GPT(GPTConfig(**config["model_config"]))
-    model.load_state_dict(tensors)
-    return model.eval(), CharTokenizer(config["vocabulary"])
-
-
-# ---------------------------------------------------------------- the output directory
-
-
-def _check_out_dir(out_dir: Path) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"{out_dir} is a file; export into a new directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()):
-        raise UserError(f"{out_dir} already exists and is not empty; export into a new directory")
-
-
-@contextmanager
-def _built_then_renamed(out_dir: Path) -> Iterator[Path]:
-    """A hidden sibling directory to write into, renamed to out_dir only once complete."""
-    partial = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.partial")
-    try:
-        partial.mkdir(parents=True)
-    except OSError as e:
-        raise UserError(f"cannot create {out_dir}: {e.strerror}") from None
-    try:
-        yield partial
-        _readable_by_all(partial)
-        os.replace(partial, out_dir)  # onto nothing or onto an empty directory
-    except BaseException as e:
-        shutil.rmtree(partial, ignore_errors=True)
-        reason = _write_failure(e)
-        if reason is None:
-            raise
-        raise UserError(
-            f"cannot write the export to {out_dir}: {reason}; nothing was written; free some space "
-            "(or fix the directory) and export again"
-        ) from None
-
-
-def _write_failure(error: BaseException) -> str | None:
-    """Why a write failed (a full disk, say), if `error` is a failed write; None for anything else.
-
-    An OSError says it in strerror. safetensors writes from Rust and raises its own
-    SafetensorError, whose text wraps the OS's message: `Error while serializing: I/O
-    error: No space left on device (os error 28)` (older versions: `IoError(Os { …,
-    message: "No space left on device" })`).
-    """
-    if isinstance(error, OSError):
-        return error.strerror or str(error)
-    try:
-        from safetensors import SafetensorError
-    except ImportError:
-        return None
-    if not isinstance(error, SafetensorError):
-        return None
-    said = re.search(r'I/O error: (.*) \(os error \d+\)|IoError\(.*message: "([^"]*)"', str(error))
-    return (said[1] or said[2]) if said else None
-
-
-def _readable_by_all(directory: Path) -> None:
-    """Mode 0644 for every file written, as for the rest of what tinygpt writes.
-
-    safetensors writes model.safetensors through a private temporary file, mode 0600,
-    which would leave the export's weights unreadable to anyone else who is to use them.
-    """
-    for path in directory.iterdir():
-        path.chmod(0o644)
-
-
-def _need(package: str, purpose: str) -> None:
+def need(package: str, purpose: str) -> None:
     try:
         __import__(package)
     except ImportError:

@@ -2,7 +2,7 @@
 
 TransformerLens 4 runs a Hugging Face transformers model inside its
 `TransformerBridge` (its HookedTransformer is gone), so the way in is the GPT-2
-that tinygpt's Hugging Face export builds (tinygpt.export): the same weights, the
+that tinygpt's Hugging Face export builds (tinygpt.app.hf): the same weights, the
 exact GELU, a tokenizer with one id per character. Two things a character model
 needs said to TransformerLens:
 
@@ -22,13 +22,25 @@ from pathlib import Path
 
 import torch
 
+from tinygpt.app.hf import character_tokenizer, check_exportable, to_gpt2
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.export import character_tokenizer, check_exportable, to_gpt2
 from tinygpt.model import GPT
 
 TOLERANCE = 1e-4  # largest |logit difference| from tinygpt's allowed, in TransformerLens
 PROBED_TEXT = "a"  # what TransformerLens encodes to learn how its tokenizer treats special tokens
+
+TRANSFORMER_LENS_CARD = """
+## In TransformerLens
+
+```python
+from transformer_lens.model_bridge import TransformerBridge
+
+model = TransformerBridge.boot_transformers("path/to/this/directory", device="cpu")
+model.cfg.default_prepend_bos = False  # a character model has no BOS token
+logits, cache = model.run_with_cache(model.to_tokens("ROMEO:"))
+```
+"""
 
 
 def transformer_lens_model(checkpoint: str | Path, device: str = "cpu"):

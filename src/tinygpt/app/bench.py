@@ -27,7 +27,7 @@ from tqdm import tqdm
 from tinygpt.config import RunConfig
 from tinygpt.device import pick_device
 from tinygpt.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak, synchronize
-from tinygpt.generate import stream
+from tinygpt.generate import generate, stream
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.setup import Setup, set_up
@@ -99,7 +99,7 @@ def generation_speed(
     model.eval()
     prompt = torch.zeros((1, 1), dtype=torch.long, device=device)
     generator = torch.Generator(device=device).manual_seed(0)
-    model.generate(prompt, 5, generator=generator, use_cache=use_cache)  # warm-up
+    generate(model, prompt, 5, generator=generator, use_cache=use_cache)  # warm-up
     speeds = {}
     for n in lengths:
         bar = tqdm(

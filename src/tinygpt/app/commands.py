@@ -1,6 +1,6 @@
 """What each command does once its options are parsed: one function per command, each
 calling into the package (imported when the command runs, so that a typo in a config is
-reported before torch is loaded). The parser is in tinygpt.cli.
+reported before torch is loaded). The parser is in tinygpt.app.cli.
 """
 
 import argparse
@@ -9,6 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from tinygpt.app.job_exit import leave_job_if_failed
 from tinygpt.errors import UserError
 
 
@@ -25,8 +26,6 @@ def train(args: argparse.Namespace) -> int:
     try:
         record = train(config, resume=args.resume, progress=not args.quiet)
     except Interrupted as e:
-        from tinygpt.cli import leave_job_if_failed
-
         if is_main_process():
             print(e, file=sys.stderr)
             if (Path(config.out_dir) / "last.pt").is_file():
@@ -69,7 +68,7 @@ def resume_command(out_dir: str) -> str:
 
 
 def sample(args: argparse.Namespace) -> None:
-    from tinygpt.sample import sample
+    from tinygpt.app.sample import sample
 
     sample(
         args.checkpoint,
@@ -210,13 +209,13 @@ def read_prompt_file(path: str) -> str:
 
 
 def export(args: argparse.Namespace) -> None:
-    from tinygpt.export import export
+    from tinygpt.app.export import export
 
     print(export(args.checkpoint, args.out_dir, args.format))
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    from tinygpt.evaluate import evaluate_checkpoint
+    from tinygpt.app.evaluate import evaluate_checkpoint
 
     result = evaluate_checkpoint(
         args.checkpoint, args.corpus, args.split, args.batch_size, args.device, progress=not args.quiet
@@ -227,7 +226,7 @@ def evaluate(args: argparse.Namespace) -> None:
 def bench(args: argparse.Namespace) -> None:
     import json
 
-    from tinygpt.bench import benchmark, format_report
+    from tinygpt.app.bench import benchmark, format_report
     from tinygpt.config import load_config
 
     if args.steps < 1 or args.warmup < 0 or any(n < 1 for n in args.lengths):

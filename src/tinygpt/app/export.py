@@ -1,0 +1,170 @@
+"""Export a checkpoint for other tools: a Hugging Face transformers GPT-2, or bare safetensors.
+
+`hf` writes a directory that `transformers.GPT2LMHeadModel.from_pretrained` and
+`AutoTokenizer.from_pretrained` load:
+
+    config.json, generation_config.json   GPT2Config: sizes, exact GELU, layer norm eps 1e-5, tied head
+    model.safetensors                      the weights under GPT-2's names
+    tokenizer.json, tokenizer_config.json  one token per character: the checkpoint's vocabulary, same ids
+    README.md                              where the model came from and how to use it
+
+The conversion is in tinygpt.app.hf. `transformer-lens` writes the same directory, checked in
+TransformerLens (tinygpt.app.lens_bridge).
+
+`safetensors` writes the bare weights under tinygpt's own names
+(model.safetensors, the tied lm_head stored once as wte) and config.json with
+the model config and the vocabulary; `load_safetensors` reads them back.
+"""
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tinygpt.app.hf import check_exportable, need, write_hf
+from tinygpt.app.lens_bridge import TRANSFORMER_LENS_CARD, check_directory, check_loadable
+from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.errors import UserError
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.tokenizer import CharTokenizer
+
+FORMATS = ("hf", "safetensors", "transformer-lens")
+SAFETENSORS_FORMAT = "tinygpt-safetensors"
+
+
+def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
+    """Write the checkpoint's model to out_dir in format fmt (hf or safetensors); returns a summary line."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    payload = read_checkpoint(checkpoint)
+    check_exportable(payload["model_config"])
+    if fmt == "transformer-lens":
+        check_loadable(payload["model_config"], payload["tokenizer"])
+    model = model_from_payload(payload, checkpoint).eval()
+    chars = payload["tokenizer"]
+    out_dir = Path(out_dir)
+    _check_out_dir(out_dir)
+    with _built_then_renamed(out_dir) as partial:
+        if fmt == "hf":
+            difference = write_hf(model, chars, payload, checkpoint, partial)
+            detail = f"logits match tinygpt's within {difference:.1e}"
+        elif fmt == "transformer-lens":  # the Hugging Face directory, loaded and checked in TransformerLens
+            write_hf(model, chars, payload, checkpoint, partial)
+            difference = check_directory(model, partial)
+            with open(partial / "README.md", "a", encoding="utf-8") as card:
+                card.write(TRANSFORMER_LENS_CARD)
+            detail = f"TransformerLens's logits match tinygpt's within {difference:.1e}"
+        else:
+            _write_safetensors(model, chars, partial)
+            detail = "load it with tinygpt.app.export.load_safetensors"
+    files = ", ".join(sorted(p.name for p in out_dir.iterdir()))
+    return f"exported {checkpoint} to {out_dir} ({fmt}: {files}); {detail}"
+
+
+# ---------------------------------------------------------------- Hugging Face transformers
+
+
+# ---------------------------------------------------------------- bare safetensors
+
+
+def _write_safetensors(model: GPT, chars: list[str], out: Path) -> None:
+    need("safetensors", "--format safetensors")
+    from safetensors.torch import save_file
+
+    tensors = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    config = {
+        "format": SAFETENSORS_FORMAT,
+        "model_config": vars(model.config),
+        "vocabulary": chars,  # id i is vocabulary[i]
+        "tied": {"lm_head.weight": "wte.weight"},
+    }
+    (out / "config.json").write_text(
+        json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+
+
+def load_safetensors(directory: str | Path) -> tuple[GPT, CharTokenizer]:
+    """Read what `export(..., format="safetensors")` wrote: (model in eval mode, tokenizer)."""
+    need("safetensors", "loading safetensors")
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        tensors = load_file(str(directory / "model.safetensors"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{directory} is not a tinygpt safetensors export ({e})") from None
+    if config.get("format") != SAFETENSORS_FORMAT:
+        raise UserError(f"{directory}/config.json is not a tinygpt safetensors export")
+    for name, source in config["tied"].items():
+        tensors[name] = tensors[source]
+    model = GPT(GPTConfig(**config["model_config"]))
+    model.load_state_dict(tensors)
+    return model.eval(), CharTokenizer(config["vocabulary"])
+
+
+# ---------------------------------------------------------------- the output directory
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir} is a file; export into a new directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise UserError(f"{out_dir} already exists and is not empty; export into a new directory")
+
+
+@contextmanager
+def _built_then_renamed(out_dir: Path) -> Iterator[Path]:
+    """A hidden sibling directory to write into, renamed to out_dir only once complete."""
+    partial = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.partial")
+    try:
+        partial.mkdir(parents=True)
+    except OSError as e:
+        raise UserError(f"cannot create {out_dir}: {e.strerror}") from None
+    try:
+        yield partial
+        _readable_by_all(partial)
+        os.replace(partial, out_dir)  # onto nothing or onto an empty directory
+    except BaseException as e:
+        shutil.rmtree(partial, ignore_errors=True)
+        reason = _write_failure(e)
+        if reason is None:
+            raise
+        raise UserError(
+            f"cannot write the export to {out_dir}: {reason}; nothing was written; free some space "
+            "(or fix the directory) and export again"
+        ) from None
+
+
+def _write_failure(error: BaseException) -> str | None:
+    """Why a write failed (a full disk, say), if `error` is a failed write; None for anything else.
+
+    An OSError says it in strerror. safetensors writes from Rust and raises its own
+    SafetensorError, whose text wraps the OS's message: `Error while serializing: I/O
+    error: No space left on device (os error 28)` (older versions: `IoError(Os { …,
+    message: "No space left on device" })`).
+    """
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    try:
+        from safetensors import SafetensorError
+    except ImportError:
+        return None
+    if not isinstance(error, SafetensorError):
+        return None
+    said = re.search(r'I/O error: (.*) \(os error \d+\)|IoError\(.*message: "([^"]*)"', str(error))
+    return (said[1] or said[2]) if said else None
+
+
+def _readable_by_all(directory: Path) -> None:
+    """Mode 0644 for every file written, as for the rest of what tinygpt writes.
+
+    safetensors writes model.safetensors through a private temporary file, mode 0600,
+    which would leave the export's weights unreadable to anyone else who is to use them.
+    """
+    for path in directory.iterdir():
+        path.chmod(0o644)
