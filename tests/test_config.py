@@ -17,7 +17,7 @@ from tinygpt.errors import UserError
 from tinygpt.yaml_file import MAX_CONFIG_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(ROOT.joinpath("src", "tinygpt", "configs").glob("*.yaml"))
+CONFIGS = sorted(ROOT.joinpath("configs").glob("*.yaml"))
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -196,10 +196,10 @@ def test_a_config_larger_than_the_cap_is_refused(tmp_path):
     assert load_config(just_under).model.n_layer == 2
 
 
-def test_the_shipped_configs_are_in_the_package_and_answer_to_their_names_from_any_directory(
+def test_the_shipped_configs_are_the_top_level_ones_and_answer_to_their_names_from_any_directory(
     tmp_path, monkeypatch
 ):
-    assert SHIPPED_CONFIGS == ROOT / "src" / "tinygpt" / "configs"
+    assert SHIPPED_CONFIGS == ROOT / "configs"  # one copy in the repository (the wheel carries it)
     assert shipped_configs() == ["cpu", "cpu_quick", "shakespeare_char", "tiny"]
     monkeypatch.chdir(tmp_path)  # outside the checkout: no configs/ here
     for given in ["cpu", "cpu.yaml", "configs/cpu.yaml", "./configs/cpu.yaml"]:

@@ -1,4 +1,8 @@
-"""What a wheel carries: built from a copy of the checkout, offline, and opened."""
+"""What a wheel carries: built from a copy of the checkout, opened, and installed elsewhere.
+
+The build is isolated (pip fetches setuptools from the package index), so that an old setuptools
+in the environment, without its own wheel builder, does not decide the outcome.
+"""
 
 import shutil
 import subprocess
@@ -11,32 +15,61 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def test_pyproject_lists_every_package_under_src_and_the_top_level_configs():
+    """The package list is written out (the configs' mapping needs it): a new room must be added to it."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    under_src = {
+        ".".join(p.parent.relative_to(ROOT / "src").parts) for p in (ROOT / "src").rglob("__init__.py")
+    }
+    assert set(setuptools["packages"]) == under_src | {"tinygpt.configs"}
+    assert setuptools["package-dir"]["tinygpt.configs"] == "configs"
+
+
 @pytest.mark.slow
-def test_the_wheel_ships_the_configs_and_the_page_assets(tmp_path):
+def test_the_wheel_ships_the_top_level_configs_and_an_install_finds_them_from_anywhere(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(ROOT / "configs", source / "configs")
     for name in ["pyproject.toml", "README.md"]:
         shutil.copy(ROOT / name, source / name)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            ".",
-        ],
-        cwd=source,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = tmp_path.glob("tinygpt-*.whl")
+    wheel_dir = tmp_path / "wheel"
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "-q",
+        "-w",
+        str(wheel_dir),
+    ]
+    subprocess.run([*build, "."], cwd=source, check=True, capture_output=True, timeout=300)
+    (wheel,) = wheel_dir.glob("tinygpt-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"tinygpt/configs/{p.name}" for p in (ROOT / "src" / "tinygpt" / "configs").glob("*.yaml")}
+    shipped = {f"tinygpt/configs/{p.name}" for p in (ROOT / "configs").glob("*.yaml")}
     assert len(shipped) == 4 and shipped <= names
     assert {"tinygpt/explain/assets/explainer.html", "tinygpt/explain/assets/explainer.js"} <= names
+    assert {"tinygpt/app/cli.py", "tinygpt/training/loop.py"} <= names
+
+    site = tmp_path / "site"  # installed, not editable: no checkout beside it
+    install = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = (
+        "from tinygpt.config import config_path, load_config\n"
+        "for given in ['cpu', 'cpu.yaml', 'configs/cpu.yaml']:\n"
+        "    print(config_path(given), load_config(given).model.n_layer)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    found = out.stdout.splitlines()
+    assert found == [f"{site / 'tinygpt' / 'configs' / 'cpu.yaml'} 4"] * 3

@@ -25,7 +25,16 @@ from tinygpt.errors import UserError
 from tinygpt.yaml_file import read_yaml
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # the one list: train.device, sample --device, bench
-SHIPPED_CONFIGS = Path(__file__).with_name("configs")  # package data: installed with tinygpt
+
+
+def _shipped_configs_directory() -> Path:
+    """Where the configs that come with tinygpt are: the checkout's top-level configs/, which an
+    installed wheel carries as the package data tinygpt/configs/ (pyproject.toml maps one onto the other)."""
+    installed = Path(__file__).with_name("configs")
+    return installed if installed.is_dir() else Path(__file__).resolve().parents[2] / "configs"
+
+
+SHIPPED_CONFIGS = _shipped_configs_directory()
 
 
 def setting(
