@@ -95,14 +95,21 @@ def tiny_config(corpus_file: Path, tmp_path: Path):
     return from_dict(tiny_raw(corpus_file, tmp_path / "run"))
 
 
+def train(config, resume: bool = False, progress: bool = True):
+    """The training loop as `tinygpt train` runs it: handed the timeline's recorder (unless train.timeline
+    is off), so a run here writes what a run from the command line writes."""
+    from tinygpt.explain.timeline import listeners_for
+    from tinygpt.training.loop import train as loop_train
+
+    return loop_train(config, resume, progress, listeners_for(config))
+
+
 ODD_LINES = "FOOL:\n<b>Tom & \"Jerry\"</b>\t'yes' 😀 café\n"  # markup, quotes, a tab, an emoji, an accent
 
 
 @pytest.fixture(scope="session")
 def odd_checkpoint(tmp_path_factory) -> Path:
     """A tiny trained run (best.pt + metrics.jsonl) whose vocabulary holds characters that need escaping."""
-    from tinygpt.training.loop import train
-
     root = tmp_path_factory.mktemp("odd")
     corpus = root / "corpus.txt"
     corpus.write_text(make_corpus(300) + ("\n" + ODD_LINES) * 20, encoding="utf-8")

@@ -127,12 +127,13 @@ def in_child(work) -> tuple[int, object]:
 
 def train_to_end(config_path: str, out_dir: Path, at: int | None = None) -> list[str]:
     """Train the config into out_dir (resuming when last.pt is there), killed at event `at`."""
+    from tinygpt.explain.timeline import listeners_for
     from tinygpt.training.loop import train
 
     config = load_config(config_path, [f"out_dir={out_dir}"])
     log: list[str] = []
     install_kill(at, log)
-    train(config, resume=(out_dir / "last.pt").is_file(), progress=False)
+    train(config, resume=(out_dir / "last.pt").is_file(), progress=False, listeners=listeners_for(config))
     return log
 
 

@@ -19,8 +19,8 @@ from test_interrupt import signal_during_step
 
 from tinygpt.app.cli import main
 from tinygpt.checkpoint import read_checkpoint
-from tinygpt.explain.timeline import read_timeline
 from tinygpt.metrics import read_metrics
+from tinygpt.snapshots import read_timeline
 
 pytestmark = pytest.mark.slow  # real training processes, killed and resumed
 

@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import own_process_group, tiny_raw
+from conftest import own_process_group, tiny_raw, train
 
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.training import distributed
 from tinygpt.training.distributed import from_environment, process_group
-from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.slow  # torchrun jobs of two processes
 

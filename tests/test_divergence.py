@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import train
 
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt.checkpoint import read_checkpoint
@@ -13,7 +14,6 @@ from tinygpt.errors import UserError
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.training.divergence import LossWatch
-from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 

@@ -396,8 +396,9 @@ CASES = [
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     """A 4-step run of the tiny config, for the cases that sample or resume."""
+    from conftest import train as train_run
+
     from tinygpt.config import from_dict
-    from tinygpt.training.loop import train as train_run
 
     root = tmp_path_factory.mktemp("trained")
     (root / "corpus.txt").write_text(make_corpus(200))

@@ -14,7 +14,6 @@ from tinygpt.errors import UserError
 from tinygpt.explain.heads import (
     ROLES,
     Boundaries,
-    attention_weights,
     entropy,
     head_reports,
     induction_probes,
@@ -24,6 +23,7 @@ from tinygpt.explain.heads import (
     role_scores,
 )
 from tinygpt.explain.lens import logit_lens
+from tinygpt.model import attention_weights
 
 T = 16
 

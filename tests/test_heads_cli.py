@@ -4,13 +4,12 @@ import io
 import json
 
 import pytest
-from conftest import tiny_raw
+from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
 from tinygpt.app.sample import sample
 from tinygpt.config import from_dict
 from tinygpt.explain.heads import ROLES
-from tinygpt.training.loop import train
 
 
 @pytest.fixture(scope="module")

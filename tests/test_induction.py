@@ -14,13 +14,14 @@ import random
 
 import pytest
 import torch
+from conftest import train
 
 from tinygpt.ablate import ablated
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.explain.heads import THRESHOLDS, checkpoint_heads, induction_probes, loss
-from tinygpt.explain.timeline import first_cleared, read_timeline
-from tinygpt.training.loop import train
+from tinygpt.explain.timeline import first_cleared
+from tinygpt.snapshots import read_timeline
 
 LETTERS = "abcdefghijklmnopqrst"
 HALF = 16  # each string's length: half of block_size

@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import tiny_raw
+from conftest import tiny_raw, train
 
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
-from tinygpt.explain.timeline import read_timeline
 from tinygpt.metrics import read_metrics
+from tinygpt.snapshots import read_timeline
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
-from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.usefixtures("one_thread", "ctrl_c_handled")
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,40 +11,100 @@ import pytest
 from tinygpt.config import ModelSection
 from tinygpt.model import GPTConfig
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tinygpt"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "tinygpt"
+# the floors, top down: a module imports only from its own room or a room on a lower floor, and the
+# two rooms of one floor (training, explain) not from each other
+FLOOR = {"scripts": 3, "app": 2, "training": 1, "explain": 1, "core": 0}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def imported(path: Path) -> set[str]:
-    """Every tinygpt module a file imports, at its top or inside a function."""
+    """Every tinygpt module a file imports, at its top, inside a function or under TYPE_CHECKING."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tinygpt"):
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)  # from tinygpt import memory
+            for alias in node.names:  # `from tinygpt.app import cli` imports the module tinygpt.app.cli
+                submodule = f"{node.module}.{alias.name}"
+                names.add(submodule if submodule in MODULES else node.module)
         elif isinstance(node, ast.Import):
             names.update(a.name for a in node.names if a.name.startswith("tinygpt"))
     return names
 
 
-def room(path: Path) -> str:
-    relative = path.relative_to(PACKAGE)
-    return relative.parts[0] if len(relative.parts) > 1 else "core"
+def room(module: str) -> str:
+    """scripts for the package's own entry point (python -m tinygpt), else the folder under tinygpt/."""
+    parts = module.split(".")
+    if parts[-1] == "__main__":
+        return "scripts"
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FLOOR) else "core"
 
 
-def test_imports_run_one_way_core_below_explain_and_training():
+def wrong_way(source_room: str, target_room: str) -> bool:
+    if source_room == target_room:
+        return False
+    return FLOOR[target_room] >= FLOOR[source_room]
+
+
+def test_imports_run_down_only_scripts_app_training_and_explain_core():
     wrong = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if room(path) == "app" or path.stem == "__main__":
-            continue
+    for module, path in MODULES.items():
         for name in imported(path):
-            into = name.split(".")[1] if name.count(".") else "core"
-            if room(path) == "core" and into in ("training", "explain", "app"):
-                wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
-            if room(path) in ("explain", "training") and into == "app":
-                wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
-            if room(path) == "explain" and into == "training":
-                wrong.append(f"{path.relative_to(PACKAGE)} imports {name}")
+            if wrong_way(room(module), room(name)):
+                wrong.append(f"{module} ({room(module)}) imports {name} ({room(name)})")
+    for script in sorted((ROOT / "scripts").glob("*.py")):
+        for name in imported(script):
+            if wrong_way("scripts", room(name)):
+                wrong.append(f"scripts/{script.name} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), and modules that import themselves."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph.get(node, ()):
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_circle_lazy_imports_included():
+    graph = {module: imported(path) & set(MODULES) for module, path in MODULES.items()}
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle_through_three_modules():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 @pytest.mark.slow

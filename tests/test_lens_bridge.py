@@ -18,7 +18,8 @@ from tinygpt.app.lens_bridge import (
 )
 from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.explain.heads import Boundaries, attention_weights, role_scores
+from tinygpt.explain.heads import Boundaries, role_scores
+from tinygpt.model import attention_weights
 from tinygpt.tokenizer import CharTokenizer
 
 CHARS = sorted(set("\n !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"))

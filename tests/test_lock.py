@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import train
 
 from tinygpt.errors import UserError
 from tinygpt.training import lock
 from tinygpt.training.lock import RunLock
-from tinygpt.training.loop import train
 
 HOLD = """
 import sys, time

@@ -8,17 +8,16 @@ import sys
 
 import pytest
 import torch
-from conftest import need_extra, tiny_raw
+from conftest import need_extra, tiny_raw, train
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.data import load_corpus
 from tinygpt.errors import UserError
-from tinygpt.explain.attention_image import DARK_BLUE, GAP, MASKED, SCALE, WHITE, attention_image
-from tinygpt.explain.timeline import probe_of
 from tinygpt.metrics import read_metrics
+from tinygpt.snapshots import probe_of
+from tinygpt.training.attention_image import DARK_BLUE, GAP, MASKED, SCALE, WHITE, attention_image
 from tinygpt.training.loggers import evaluation_views, markdown_code
-from tinygpt.training.loop import train
 
 EVALUATED = ["loss/train", "loss/val", "learning_rate"]
 SINCE_PREVIOUS = ["tokens_per_s", "grad_norm"]

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import tiny_raw
+from conftest import tiny_raw, train
 from test_distributed import ROOT, torchrun
 
 from tinygpt.checkpoint import read_checkpoint
@@ -10,7 +10,6 @@ from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.training import loop
-from tinygpt.training.loop import train
 from tinygpt.training.optimizer import MuonWithAdamW, make_optimizer
 
 

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_raw
+from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
-from tinygpt.training.loop import train
 from tinygpt.training.run_dir import checked_path
 
 

@@ -5,11 +5,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import train
 
 from tinygpt.app.sample import sample
 from tinygpt.checkpoint import chosen_checkpoint, latest_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.training.loop import train
 
 
 @pytest.fixture(scope="module")

@@ -6,24 +6,16 @@ import shutil
 
 import pytest
 import torch
-from conftest import tiny_raw
+from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.explain.heads import ROLES
-from tinygpt.explain.timeline import (
-    FILE_NAME,
-    PROBE_LENGTH,
-    SAMPLE_LENGTH,
-    first_cleared,
-    page_timeline,
-    read_timeline,
-    timeline_table,
-)
+from tinygpt.explain.timeline import SAMPLE_LENGTH, first_cleared, page_timeline, timeline_table
 from tinygpt.metrics import read_metrics
-from tinygpt.training.loop import train
+from tinygpt.snapshots import FILE_NAME, PROBE_LENGTH, read_timeline
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only wait on each other
 

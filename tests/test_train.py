@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 import yaml
-from conftest import tiny_raw
+from conftest import tiny_raw, train
 
 import tinygpt.training.loop as training_loop  # where checkpoints are saved
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
@@ -11,7 +11,6 @@ from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.checkpoint import read_checkpoint, save_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
-from tinygpt.training.loop import train
 from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import out_of_memory
 from tinygpt.training.step import lr_at

@@ -296,3 +296,12 @@ class GPT(nn.Module):
         finally:
             for attn in layers:
                 attn.explicit, attn.record = False, None
+
+
+@torch.no_grad()
+def attention_weights(model: GPT, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's attention weights on ids (N, T), from the explicit path: (N, nh, T, T) each."""
+    model.eval()
+    with model.explicit_attention(record=True) as records:
+        model(ids)
+    return [record["weights"].float() for record in records]

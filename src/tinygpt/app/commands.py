@@ -19,12 +19,13 @@ def train(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
     if args.resume:
         config.out_dir = run_of_own_config(args.config, config.out_dir, args.set)
+    from tinygpt.explain.timeline import listeners_for
     from tinygpt.training.distributed import is_main_process
     from tinygpt.training.interrupt import Interrupted
     from tinygpt.training.loop import train
 
     try:
-        record = train(config, resume=args.resume, progress=not args.quiet)
+        record = train(config, resume=args.resume, progress=not args.quiet, listeners=listeners_for(config))
     except Interrupted as e:
         if is_main_process():
             print(e, file=sys.stderr)

@@ -7,5 +7,4 @@ walkthrough.py  `tinygpt explain`: one character through one head, every number 
 page.py         `tinygpt explain --html`: the self-contained page (with assets/)
 pca.py          the 2-D map of the character embeddings
 glyphs.py       how any character shows on a terminal
-attention_image.py  one layer's attention as an RGB image (for TensorBoard and W&B)
 """

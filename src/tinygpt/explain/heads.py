@@ -34,7 +34,7 @@ from tinygpt.ablate import ablated
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
 from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
-from tinygpt.model import GPT
+from tinygpt.model import GPT, attention_weights
 
 ROLES = ("previous", "self", "first", "same_char", "word_start", "line_start", "induction")
 THRESHOLDS = {
@@ -90,15 +90,6 @@ def induction_probes(vocab_size: int, block_size: int, count: int = PROBES) -> t
     generator = torch.Generator().manual_seed(PROBE_SEED)
     first = torch.randint(vocab_size, (count, half), generator=generator)
     return torch.cat([first, first], dim=1)
-
-
-@torch.no_grad()
-def attention_weights(model: GPT, ids: torch.Tensor) -> list[torch.Tensor]:
-    """Every layer's attention weights on ids (N, T), from the explicit path: (N, nh, T, T) each."""
-    model.eval()
-    with model.explicit_attention(record=True) as records:
-        model(ids)
-    return [record["weights"].float() for record in records]
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,8 @@
 """The timeline of a run: at every evaluation, what each head does and what the model predicts.
 
 Training appends one snapshot to `timeline.jsonl` in the run directory at every
-evaluation (rank 0 only; `train.timeline: false` turns it off). Each line is one
-JSON object:
-
-    {"step": int, "train_loss": float, "val_loss": float,
-     "probe": str,                      the probe prompt (train.timeline_probe, or PROBE_LENGTH
-                                        characters of the validation split from its first line start)
-     "heads": [{"layer": int, "head": int, "scores": {role: float}, "label": str}, ...],
-     "attention": attention[layer][head][i] = the i + 1 weights of probe position i (4 decimals),
-     "top5": per probe position, a list of 5 [char, probability] pairs, likeliest first,
-     "sample": str}                     SAMPLE_LENGTH characters sampled after a newline (or the
-                                        probe's first character), temperature 0.8, seed SAMPLE_SEED
-
-The head scores are tinygpt.explain.heads' roles, scored cheaply: on SCORED_WINDOWS
-evenly spaced validation windows and SCORED_PROBES induction probes, fixed ones. The
-file is appended, read and rewound exactly as metrics.jsonl is (tinygpt.metrics): one
-write per line, a torn last line dropped with a note, and on --resume cut back to the
-step of last.pt, so that no evaluation is there twice or missing.
+evaluation, through the `TimelineRecorder` it is handed as a listener (rank 0 only;
+`train.timeline: false` turns it off); tinygpt.snapshots has the file's format.
 
 `from_checkpoints` writes the same snapshots from a run's saved checkpoints, for a run
 that recorded none; `timeline_table` is what `tinygpt inspect RUN_DIR --timeline` prints.
@@ -30,7 +15,8 @@ from typing import Any
 import torch
 
 from tinygpt.checkpoint import model_from_payload, read_checkpoint
-from tinygpt.data import validation_split_of, validation_windows
+from tinygpt.config import RunConfig
+from tinygpt.data import Corpus, validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heads import (
@@ -38,7 +24,6 @@ from tinygpt.explain.heads import (
     SHORT_NAMES,
     THRESHOLDS,
     Boundaries,
-    attention_weights,
     induction_probes,
     induction_scores,
     label,
@@ -46,12 +31,11 @@ from tinygpt.explain.heads import (
 )
 from tinygpt.files import write_atomic
 from tinygpt.generate import generate
-from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
-from tinygpt.model import GPT
+from tinygpt.metrics import read_metrics
+from tinygpt.model import GPT, attention_weights
+from tinygpt.snapshots import FILE_NAME, append_snapshot, probe_of, read_timeline
 from tinygpt.tokenizer import EMPTY_PROMPT_START, CharTokenizer
 
-FILE_NAME = "timeline.jsonl"
-PROBE_LENGTH = 48  # characters of validation text in the default probe
 SCORED_WINDOWS = 4  # validation windows the head scores are measured on
 SCORED_PROBES = 4  # induction probes (random strings written twice)
 SAMPLE_LENGTH = 200
@@ -131,44 +115,25 @@ class Recorder:
         return self.tokenizer.decode(ids[0, 1:].tolist())
 
 
-def probe_of(tokenizer: CharTokenizer, val_ids: torch.Tensor, block_size: int, probe: str) -> torch.Tensor:
-    """The probe's ids: the given text, or PROBE_LENGTH characters of validation text from a line start."""
-    if not probe:
-        length, start = min(PROBE_LENGTH, block_size), 0
-        if "\n" in tokenizer.ids:
-            ends = (val_ids[: len(val_ids) - length] == tokenizer.ids["\n"]).nonzero()  # (n, 1): line ends
-            start = int(ends[0, 0]) + 1 if len(ends) else 0
-        return val_ids[start : start + length].long()
-    missing = tokenizer.unknown(probe)
-    if missing:
-        shown = ", ".join(repr(c) for c in missing[:10])
-        raise UserError(
-            f"train.timeline_probe holds characters that are not in the corpus ({shown}); "
-            "use only the corpus's characters"
-        )
-    if len(probe) > block_size:
-        raise UserError(
-            f"train.timeline_probe has {len(probe)} characters, more than model.block_size = "
-            f"{block_size}; shorten it"
-        )
-    return torch.tensor(tokenizer.encode(probe))
+class TimelineRecorder:
+    """Training's listener that appends a snapshot to the run's timeline.jsonl at every evaluation."""
+
+    def __init__(self, probe: str = ""):
+        self.probe = probe
+        self.recorder: Recorder | None = None
+        self.path: Path | None = None
+
+    def start(self, corpus: Corpus, block_size: int, run_dir: Path) -> None:
+        self.recorder = Recorder(corpus.tokenizer, corpus.val, block_size, self.probe)  # checks the probe
+        self.path = run_dir / FILE_NAME
+
+    def evaluated(self, step: int, losses: dict[str, float], model: GPT) -> None:
+        append_snapshot(self.path, self.recorder.snapshot(model, step, losses["train"], losses["val"]))
 
 
-# ---------------------------------------------------------------- the file
-
-
-def append_snapshot(path: str | Path, snapshot: dict[str, Any]) -> None:
-    append_metrics(path, snapshot)
-
-
-def read_timeline(path: str | Path) -> list[dict[str, Any]]:
-    """Every whole snapshot in the file (none if it is absent), a torn line dropped with a note."""
-    return read_metrics(path)
-
-
-def rewind_timeline(path: str | Path, step: int) -> None:
-    """Keep only the snapshots up to and including `step`, atomically."""
-    rewind_metrics(path, step)
+def listeners_for(config: RunConfig) -> list[TimelineRecorder]:
+    """What `tinygpt train` hands the training loop: the timeline's recorder, unless train.timeline is off."""
+    return [TimelineRecorder(config.train.timeline_probe)] if config.train.timeline else []
 
 
 def from_checkpoints(run_dir: str | Path) -> list[dict[str, Any]]:

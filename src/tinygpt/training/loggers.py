@@ -12,8 +12,8 @@ every logger switched on, before the same values go to metrics.jsonl:
     sample    SAMPLE_LENGTH characters sampled at temperature SAMPLE_TEMPERATURE with a fixed
               seed, from the probe's first character
     attention the probe's attention weights, one image per layer, heads side by side
-              (tinygpt.explain.attention_image); the probe is the timeline's
-              (train.timeline_probe, or validation text from a line start: explain/timeline.py)
+              (tinygpt.training.attention_image); the probe is the timeline's
+              (train.timeline_probe, or validation text from a line start: tinygpt.snapshots)
 
 Only rank 0 logs under torchrun. TensorBoard writes event files into
 <run>/tensorboard (its own writer appends them, record by record, each with a
@@ -36,13 +36,12 @@ import torch
 
 from tinygpt.config import RunConfig, TrainSection
 from tinygpt.errors import UserError
-from tinygpt.explain.attention_image import attention_image
-from tinygpt.explain.heads import attention_weights
-from tinygpt.explain.timeline import probe_of
 from tinygpt.files import write_atomic
 from tinygpt.generate import generate
-from tinygpt.model import GPT
+from tinygpt.model import GPT, attention_weights
+from tinygpt.snapshots import probe_of
 from tinygpt.tokenizer import CharTokenizer
+from tinygpt.training.attention_image import attention_image
 
 SAMPLE_LENGTH = 200  # characters sampled at each evaluation
 SAMPLE_TEMPERATURE = 0.8

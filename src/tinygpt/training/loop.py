@@ -12,20 +12,22 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import torch
 from tqdm import tqdm
 
 from tinygpt.checkpoint import build_payload, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig
+from tinygpt.data import Corpus
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
-from tinygpt.explain.timeline import Recorder
 from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.metrics import read_metrics
+from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
@@ -61,7 +63,23 @@ class Progress:
         return cls(**{f.name: record[f.name] for f in fields})
 
 
-def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+class Listener(Protocol):
+    """Told of every evaluation on rank 0, after metrics.jsonl and before last.pt (as --resume expects).
+
+    The timeline's recorder is one (tinygpt.explain.timeline.listeners_for(config), which
+    `tinygpt train` hands to `train`); training itself knows nothing of what it records.
+    """
+
+    def start(self, corpus: Corpus, block_size: int, run_dir: Path) -> None:
+        """Before the first step: a mistake in what the listener was asked for stops the run here."""
+
+    def evaluated(self, step: int, losses: dict[str, float], model: GPT) -> None:
+        """After the evaluation at `step`: losses["train"], losses["val"]; the model is in eval mode."""
+
+
+def train(
+    config: RunConfig, resume: bool = False, progress: bool = True, listeners: Sequence[Listener] = ()
+) -> dict[str, Any]:
     """Train as config says; returns the training record (also saved in the checkpoints).
 
     Started by torchrun, each process trains one replica with DistributedDataParallel
@@ -77,7 +95,7 @@ def train(config: RunConfig, resume: bool = False, progress: bool = True) -> dic
         StopRequest() as stop,
     ):
         try:
-            return _train(config, resume, progress, ranks, run, stop, loggers)
+            return _train(config, resume, progress, ranks, run, stop, loggers, listeners)
         except RuntimeError as error:
             if not out_of_memory(error):
                 raise
@@ -97,6 +115,7 @@ def _train(
     run: RunDirectory,
     stop: StopRequest,
     loggers: Loggers,
+    listeners: Sequence[Listener],
 ) -> dict[str, Any]:
     # ---------------------------------------------------------------- set-up
     t = config.train
@@ -121,7 +140,7 @@ def _train(
         )
     if ranks.is_main:
         _print_summary(setup, run, start_step)
-    training = Training(setup, run, state, stop, resumed=saved is not None, loggers=loggers)
+    training = Training(setup, run, state, stop, saved is not None, loggers, listeners)
     if ranks.is_main:  # rank 0 logs, as it writes metrics.jsonl
         first_logged = start_step + 1 if evaluated_at_start else start_step
         loggers.start(run.path, first_logged, resumed=saved is not None)
@@ -180,6 +199,7 @@ class Training:
         stop: StopRequest,
         resumed: bool,
         loggers: Loggers,
+        listeners: Sequence[Listener],
     ):
         self.setup = setup
         self.loggers = loggers
@@ -194,11 +214,9 @@ class Training:
         t = setup.config.train
         checked_every = min(t.log_interval, t.eval_interval, t.max_iters)  # most steps between checks
         self.watch = LossWatch(checked_every, setup.ranks.device, last_checked=progress.step)
-        c = setup.corpus  # rank 0 writes the timeline: the heads' snapshot at each evaluation
-        on = t.timeline and setup.ranks.is_main
-        self.timeline = (
-            Recorder(c.tokenizer, c.val, setup.model.config.block_size, t.timeline_probe) if on else None
-        )
+        self.listeners = list(listeners) if setup.ranks.is_main else []  # rank 0 writes the run directory
+        for listener in self.listeners:
+            listener.start(setup.corpus, setup.model.config.block_size, run.path)
 
     def stepped(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
         """Count the step just taken (`step` is the count so far); keep its loss for the watch."""
@@ -239,8 +257,8 @@ class Training:
             # the loggers first: a step metrics.jsonl holds, they hold too (see tinygpt.training.loggers)
             self.loggers.log(step, entry | trained, s.model, s.corpus.tokenizer, s.corpus.val)
             self.run.log(entry)
-            if self.timeline is not None:  # after metrics.jsonl and before last.pt, as --resume expects
-                self.run.snapshot(self.timeline.snapshot(s.model, step, losses["train"], losses["val"]))
+            for listener in self.listeners:  # after metrics.jsonl and before last.pt, as --resume expects
+                listener.evaluated(step, losses, s.model)
             best = " (best)" if improved else ""
             bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
         if step > self.start_step:

@@ -2,7 +2,7 @@
 
     config.yaml      the resolved config
     metrics.jsonl    one JSON object per evaluation (tinygpt.metrics)
-    timeline.jsonl   a snapshot of every head at each evaluation (tinygpt.explain.timeline)
+    timeline.jsonl   a snapshot of every head at each evaluation (tinygpt.snapshots)
     last.pt          the latest state, for --resume
     best.pt          the model at its lowest validation loss
     lock             held while a run writes here (tinygpt.training.lock)
@@ -18,10 +18,10 @@ import yaml
 
 from tinygpt.config import RunConfig
 from tinygpt.errors import UserError
-from tinygpt.explain.timeline import FILE_NAME as TIMELINE
-from tinygpt.explain.timeline import append_snapshot, rewind_timeline
 from tinygpt.files import write_atomic
 from tinygpt.metrics import append_metrics, rewind_metrics
+from tinygpt.snapshots import FILE_NAME as TIMELINE
+from tinygpt.snapshots import rewind_timeline
 from tinygpt.training.lock import RunLock
 
 NAME_MAX = 255  # bytes in one file name, on the file systems tinygpt runs on
@@ -108,6 +108,3 @@ class RunDirectory:
 
     def log(self, entry: dict[str, Any]) -> None:
         append_metrics(self.metrics, entry)
-
-    def snapshot(self, snapshot: dict[str, Any]) -> None:
-        append_snapshot(self.timeline, snapshot)
