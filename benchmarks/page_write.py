@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from tinygpt.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
 from tinygpt.config import load_config
 from tinygpt.data import load_corpus
 from tinygpt.explain.backward import STEP_LR
@@ -35,14 +35,7 @@ def untrained_checkpoint(directory: Path) -> Path:
     torch.manual_seed(0)
     model = GPT(model_cfg)
     path = directory / "best.pt"
-    payload = {
-        "format_version": FORMAT_VERSION,
-        "model_config": vars(model_cfg),
-        "tokenizer": corpus.tokenizer.chars,
-        "config": cfg.to_dict(),
-        "model": model.state_dict(),
-    }
-    save_checkpoint(payload, path)
+    save_checkpoint(build_checkpoint(model, corpus.tokenizer, cfg.to_dict(), record={}), path)
     return path
 
 

@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     device = pick_device(args.device)
     model, tokenizer, record = load_checkpoint(args.checkpoint, device=device)
-    config = from_dict(read_checkpoint(args.checkpoint)["config"])
+    config = from_dict(read_checkpoint(args.checkpoint).config)
     if args.corpus:
         config.data.corpus = args.corpus
     corpus = load_corpus(config.data, model.config.block_size)

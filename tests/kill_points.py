@@ -141,11 +141,11 @@ def summary(out_dir: Path) -> dict:
     """What a finished run left: each file's step and weights' fingerprint, and the metrics' steps."""
     last, best = read_checkpoint(out_dir / "last.pt"), read_checkpoint(out_dir / "best.pt")
     return {
-        "last_step": last["record"]["step"],
-        "best_step": last["record"]["best_step"],
-        "best_pt_step": best["record"]["step"],
-        "last_weights": fingerprint(last["model"]),
-        "best_weights": fingerprint(best["model"]),
+        "last_step": last.record["step"],
+        "best_step": last.record["best_step"],
+        "best_pt_step": best.record["step"],
+        "last_weights": fingerprint(last.weights),
+        "best_weights": fingerprint(best.weights),
         "metrics_steps": [e["step"] for e in read_metrics(out_dir / "metrics.jsonl")],
     }
 
@@ -165,8 +165,8 @@ def as_left(out_dir: Path) -> list[str]:
             except UserError as e:
                 problems.append(f"{name} does not load: {e}")
     if "last.pt" in loaded:
-        record = loaded["last.pt"]["record"]
-        best_held = "best.pt" in loaded and loaded["best.pt"]["record"]["step"] == record["best_step"]
+        record = loaded["last.pt"].record
+        best_held = "best.pt" in loaded and loaded["best.pt"].record["step"] == record["best_step"]
         if not best_held and record["step"] != record["best_step"]:
             problems.append(f"the best weights (step {record['best_step']}) are in neither file")
     try:

@@ -9,11 +9,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import tiny_raw, train
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinygpt import GPT, CharTokenizer, GPTConfig, files, load_checkpoint
-from tinygpt.checkpoint import FORMAT_VERSION, build_payload, read_checkpoint, save_checkpoint
+from tinygpt.app.cli import main
+from tinygpt.checkpoint import (
+    FORMAT_VERSION,
+    Checkpoint,
+    build_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+    write_payload,
+)
+from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.integrity import digest
 
@@ -33,7 +43,7 @@ def payload(model: GPT) -> dict:
 def test_round_trip(tmp_path):
     torch.manual_seed(0)
     model = GPT(CONFIG)
-    save_checkpoint(payload(model), tmp_path / "m.pt")
+    write_payload(payload(model), tmp_path / "m.pt")
     loaded, tok, record = load_checkpoint(tmp_path / "m.pt")
     assert isinstance(tok, CharTokenizer) and tok.chars == list("abcde") and record == {"step": 3}
     assert not loaded.training
@@ -56,13 +66,13 @@ class FillsUp(io.FileIO):
 
 def test_a_save_that_fills_the_disk_half_way_leaves_the_old_file_intact(tmp_path, monkeypatch):
     path = tmp_path / "last.pt"
-    save_checkpoint(payload(GPT(CONFIG)), path)
+    write_payload(payload(GPT(CONFIG)), path)
     before = path.read_bytes()
     monkeypatch.setattr(files, "open", FillsUp, raising=False)  # the open() of the one atomic writer only
     with pytest.raises(
         UserError, match=r"cannot save checkpoint .*last.pt: No space left on device; the prev"
     ):
-        save_checkpoint(payload(GPT(CONFIG)), path)
+        write_payload(payload(GPT(CONFIG)), path)
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["last.pt"]  # the half-written temporary file is gone
 
@@ -110,7 +120,7 @@ def test_an_object_of_a_class_is_refused_and_random_bytes_are_not_a_checkpoint(t
 @pytest.mark.parametrize("cut", [0, 100, -100])
 def test_truncated_or_empty_files(tmp_path, cut):
     good = tmp_path / "good.pt"
-    save_checkpoint(payload(GPT(CONFIG)), good)
+    write_payload(payload(GPT(CONFIG)), good)
     data = good.read_bytes()
     bad = tmp_path / "bad.pt"
     bad.write_bytes(data[:cut] if cut else b"")
@@ -138,13 +148,13 @@ def test_not_a_checkpoint_newer_version_and_missing(tmp_path):
 
 
 def small_checkpoint(path, **changes) -> dict:
-    """A real checkpoint as training writes it (build_payload, save_checkpoint), with changes to its dict."""
+    """A real checkpoint as training writes it (build_checkpoint), with changes to its dict; written."""
     torch.manual_seed(0)
-    saved = build_payload(
+    saved = build_checkpoint(
         GPT(CONFIG), CharTokenizer("abcde"), {"model": {"n_layer": 1}}, {"step": 3, "val_loss": 1.5}
-    )
+    ).to_payload()
     saved.update(changes)
-    save_checkpoint(saved, path)
+    write_payload(saved, path)
     return saved
 
 
@@ -184,7 +194,7 @@ def test_non_finite_weights_are_refused_by_name(tmp_path, value):
     model = GPT(CONFIG)
     with torch.no_grad():
         model.h[0].mlp.c_fc.weight[3, 1] = value
-    save_checkpoint(payload(model), tmp_path / "nan.pt")
+    write_payload(payload(model), tmp_path / "nan.pt")
     with pytest.raises(UserError, match=r"nan.pt holds non-finite weights \(NaN or infinity in h.0.mlp.c_fc"):
         load_checkpoint(tmp_path / "nan.pt")
 
@@ -242,10 +252,10 @@ def test_odd_contents_the_safe_loader_accepts_are_refused_naming_the_file(tmp_pa
 def test_missing_and_unknown_entries_are_refused(tmp_path):
     saved = small_checkpoint(tmp_path / "good.pt")
     del saved["tokenizer"]
-    save_checkpoint(saved, tmp_path / "missing.pt")
+    write_payload(saved, tmp_path / "missing.pt")
     with pytest.raises(UserError, match="missing.pt is incomplete: missing tokenizer"):
         read_checkpoint(tmp_path / "missing.pt")
-    save_checkpoint({**small_checkpoint(tmp_path / "good.pt"), "extra": 1}, tmp_path / "extra.pt")
+    write_payload({**small_checkpoint(tmp_path / "good.pt"), "extra": 1}, tmp_path / "extra.pt")
     with pytest.raises(UserError, match=r"extra.pt is damaged: it holds unknown entries \('extra'\)"):
         read_checkpoint(tmp_path / "extra.pt")
 
@@ -302,7 +312,7 @@ def test_a_checkpoint_with_plain_data_mutated_loads_and_runs_or_is_a_user_error(
             target[last] = value
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "fuzzed.pt"
-        save_checkpoint(saved, path)
+        write_payload(saved, path)
         try:
             model, tokenizer, _ = load_checkpoint(path)
         except UserError as e:
@@ -310,3 +320,79 @@ def test_a_checkpoint_with_plain_data_mutated_loads_and_runs_or_is_a_user_error(
         else:
             logits, _ = model(torch.tensor([[tokenizer.vocab_size - 1]]))
             assert torch.isfinite(logits).all()
+
+
+def version_1_payload(checkpoint: Checkpoint) -> dict:
+    """The dict tinygpt wrote for these contents before the typed Checkpoint (format version 1), as its
+    build_payload did: rank 0's random states in rng, every rank's in rank_rng when there were several."""
+    payload = {
+        "format_version": 1,
+        "model_config": checkpoint.model_config,
+        "model": checkpoint.weights,
+        "tokenizer": checkpoint.chars,
+        "config": checkpoint.config,
+        "record": checkpoint.record,
+    }
+    if checkpoint.optimizer is not None:
+        payload["optimizer"] = checkpoint.optimizer
+    if checkpoint.rng is not None:
+        payload["rng"] = checkpoint.rng[0]
+        if len(checkpoint.rng) > 1:
+            payload["rank_rng"] = checkpoint.rng
+    return payload
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_version_1_file_reads_as_the_same_checkpoint_in_the_current_layout(tmp_path, ranks):
+    torch.manual_seed(0)
+    states = [
+        {"torch": torch.get_rng_state(), "batches": torch.Generator().manual_seed(rank).get_state()}
+        for rank in range(ranks)
+    ]
+    optimizer = {"state": {}, "param_groups": [{"lr": 0.1, "params": [0]}]}
+    current = build_checkpoint(
+        GPT(CONFIG), CharTokenizer("abcde"), {"model": {"n_layer": 1}}, {"step": 3}, optimizer, states
+    )
+    write_payload(version_1_payload(current), tmp_path / "old.pt")
+    assert torch.load(tmp_path / "old.pt", weights_only=True)["format_version"] == 1
+    old = read_checkpoint(tmp_path / "old.pt")
+    assert old.format_version == 1 and FORMAT_VERSION == 2
+    assert len(old.rng) == ranks
+    assert digest(old.to_payload()) == digest(current.to_payload())  # every entry the same, rng as a list
+    save_checkpoint(old, tmp_path / "again.pt")  # written again: in the current layout
+    assert torch.load(tmp_path / "again.pt", weights_only=True)["format_version"] == FORMAT_VERSION
+
+
+def test_a_checkpoint_saved_and_read_keeps_every_field(tmp_path):
+    torch.manual_seed(0)
+    states = [{"torch": torch.get_rng_state()}]
+    saved = build_checkpoint(
+        GPT(CONFIG), CharTokenizer("abcde"), {"train": {"seed": 1}}, {"step": 3}, {}, states
+    )
+    save_checkpoint(saved, tmp_path / "m.pt")
+    read = read_checkpoint(tmp_path / "m.pt")
+    assert digest(read.to_payload()) == digest(saved.to_payload())
+    assert (
+        read.step == 3 and read.tokenizer.chars == list("abcde") and read.run_section("train") == {"seed": 1}
+    )
+    assert read.run_section("data") is None and read.optimizer == {}
+
+
+def test_a_run_saved_in_version_1_samples_inspects_explains_evaluates_exports_and_resumes(
+    corpus_file, tmp_path, capsys
+):
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=10, eval_interval=5)
+    train(from_dict(raw), progress=False)
+    run = tmp_path / "run"
+    for name in ("best.pt", "last.pt"):  # as the code before the typed Checkpoint wrote them
+        write_payload(version_1_payload(read_checkpoint(run / name)), run / name)
+    best = str(run / "best.pt")
+    assert main(["sample", "--checkpoint", best, "--max-new-tokens", "5", "--device", "cpu"]) == 0
+    assert main(["inspect", best]) == 0
+    assert "(format version 1)" in capsys.readouterr().out
+    assert main(["explain", best]) == 0
+    assert main(["evaluate", best, "--quiet", "--device", "cpu"]) == 0
+    assert main(["export", best, str(tmp_path / "exported"), "--format", "safetensors"]) == 0
+    raw["train"]["max_iters"] = 15
+    assert train(from_dict(raw), resume=True, progress=False)["step"] == 15
+    assert read_checkpoint(run / "last.pt").format_version == FORMAT_VERSION

@@ -72,7 +72,7 @@ def wait_until(condition, process: subprocess.Popen, timeout: float = 300) -> No
 
 
 def saved_step(run: Path) -> int:
-    return read_checkpoint(run / "last.pt")["record"]["step"]
+    return read_checkpoint(run / "last.pt").record["step"]
 
 
 def evaluated_steps(run: Path) -> list[int]:
@@ -104,7 +104,7 @@ def test_killed_mid_save_then_resumed_interrupted_and_resumed(tmp_path, corpus_f
     assert partial.stat().st_size > 0
     for name in ("last.pt", "best.pt"):  # the previous ones, whole
         saved = read_checkpoint(run / name)
-        assert saved["record"]["step"] == 10 and all(torch.isfinite(w).all() for w in saved["model"].values())
+        assert saved.record["step"] == 10 and all(torch.isfinite(w).all() for w in saved.weights.values())
     assert evaluated_steps(run) == [0, 10, 20]  # step 20 was logged just before its save
     assert (run / "lock").exists()  # no clean-up ran
     with open(run / "metrics.jsonl", "a") as f:

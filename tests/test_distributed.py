@@ -59,10 +59,10 @@ def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus_
     assert [m["step"] for m in metrics] == [0, 20, 40]  # written once, by rank 0
     assert [json.loads(line)["step"] for line in open(run / "timeline.jsonl")] == [0, 20, 40]  # so is this
     last = read_checkpoint(run / "last.pt")
-    assert last["record"]["world_size"] == 2 and last["record"]["global_batch"] == 8
-    assert last["record"]["tokens_seen"] == 40 * 8 * 16
-    assert not [k for k in last["model"] if k.startswith("module.")]  # the unwrapped model's weights
-    assert len(last["rank_rng"]) == 2
+    assert last.record["world_size"] == 2 and last.record["global_batch"] == 8
+    assert last.record["tokens_seen"] == 40 * 8 * 16
+    assert not [k for k in last.weights if k.startswith("module.")]  # the unwrapped model's weights
+    assert len(last.rng) == 2
 
     # one process, the same global batch as 2 micro-batches of 4: the same start, close after 40 steps
     single = from_dict(raw("single", max_iters=40, grad_accum_steps=2))
@@ -78,8 +78,8 @@ def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus_
     assert first.returncode == 0, first.stderr
     resumed = torchrun(train_py, raw("split", max_iters=40), tmp_path, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    split = read_checkpoint(tmp_path / "split" / "last.pt")["model"]
-    assert all(torch.equal(split[k], last["model"][k]) for k in split)
+    split = read_checkpoint(tmp_path / "split" / "last.pt").weights
+    assert all(torch.equal(split[k], last.weights[k]) for k in split)
 
 
 def test_a_failing_rank_ends_the_whole_job(corpus_file, tmp_path):
@@ -165,7 +165,7 @@ def test_ctrl_c_on_a_job_started_by_tinygpt_torchrun_ends_quietly(corpus_file, t
             time.sleep(0.1)
         os.killpg(job.pid, signal.SIGINT)
         _, err = job.communicate(timeout=240)
-    step = read_checkpoint(run / "last.pt")["record"]["step"]
+    step = read_checkpoint(run / "last.pt").record["step"]
     assert job.returncode == 130, err
     assert "Traceback" not in err and "SignalException" not in err and "death signal" not in err
     assert err.count("SIGINT: saving last.pt at the end of this step") == 1  # rank 0 says it for the job

@@ -47,8 +47,8 @@ def nan_loss_at(monkeypatch, bad_step: int) -> None:
 
 def assert_finite_checkpoint(path: Path, step: int) -> None:
     saved = read_checkpoint(path)
-    assert saved["record"]["step"] == step
-    assert all(torch.isfinite(w).all() for w in saved["model"].values())
+    assert saved.record["step"] == step
+    assert all(torch.isfinite(w).all() for w in saved.weights.values())
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ def test_bfloat16_autocast_gives_nearly_the_same_loss():
 
 
 def run_config(checkpoint):
-    return from_dict(read_checkpoint(checkpoint)["config"])
+    return from_dict(read_checkpoint(checkpoint).config)
 
 
 @pytest.mark.parametrize("split", ["val", "train"])

@@ -11,7 +11,7 @@ from conftest import files_cut_at
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.app.cli import main
 from tinygpt.app.export import export, load_safetensors
-from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.errors import UserError
 from tinygpt.generate import generate
 
@@ -26,7 +26,7 @@ def write_checkpoint(path, bias: bool = True, **extra_config) -> GPT:
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.5)
-    save_checkpoint(
+    write_payload(
         {
             "format_version": FORMAT_VERSION,
             "model_config": {**vars(model.config), **extra_config},

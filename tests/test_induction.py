@@ -17,7 +17,7 @@ import torch
 from conftest import train
 
 from tinygpt.ablate import ablated
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.explain.heads import THRESHOLDS, checkpoint_heads, induction_probes, loss
 from tinygpt.explain.timeline import first_cleared
@@ -99,7 +99,7 @@ def test_heads_labels_the_induction_head_and_switching_it_off_costs_the_copies_o
     best = max(labelled, key=lambda r: r.scores["induction"])
     assert best.scores["induction"] > THRESHOLDS["induction"]
 
-    model = model_from_payload(read_checkpoint(run / "best.pt"), run / "best.pt").eval()
+    model = read_checkpoint(run / "best.pt").build_model(run / "best.pt").eval()
     probes = induction_probes(model.config.vocab_size, model.config.block_size)  # (16, 32)
     with torch.no_grad():
         copies, originals = loss(model, probes, from_position=HALF), first_copy_loss(model, probes)

@@ -77,14 +77,14 @@ def test_a_signal_the_process_was_started_to_ignore_stays_ignored():
 def comparable(run) -> dict:
     """Everything a run leaves that must not depend on whether it was interrupted."""
     last, best = read_checkpoint(run / "last.pt"), read_checkpoint(run / "best.pt")
-    record = {k: last["record"][k] for k in ("step", "tokens_seen", "best_val_loss", "best_step")}
-    record |= {k: last["record"][k] for k in ("train_loss", "val_loss")}
+    record = {k: last.record[k] for k in ("step", "tokens_seen", "best_val_loss", "best_step")}
+    record |= {k: last.record[k] for k in ("train_loss", "val_loss")}
     metrics = [{k: v for k, v in m.items() if k != "time_s"} for m in read_metrics(run / "metrics.jsonl")]
     return {
-        "model": last["model"],
-        "optimizer": last["optimizer"],
-        "rng": last["rng"],
-        "best": best["model"],
+        "model": last.weights,
+        "optimizer": last.optimizer,
+        "rng": last.rng,
+        "best": best.weights,
         "record": record,
         "metrics": metrics,
         "timeline": read_timeline(run / "timeline.jsonl"),  # the snapshots too, bit for bit
@@ -141,7 +141,7 @@ def test_interrupt_then_resume_is_bit_identical_to_one_run(
     with pytest.raises(Interrupted, match=f"stopped by {signal.Signals(signum).name} at step {stop_at}") as e:
         train(config, progress=False)
     assert e.value.exit_code == 128 + signum
-    assert read_checkpoint(tmp_path / "run" / "last.pt")["record"]["step"] == stop_at
+    assert read_checkpoint(tmp_path / "run" / "last.pt").record["step"] == stop_at
     assert not (tmp_path / "run" / "lock").exists()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     monkeypatch.undo()
@@ -157,7 +157,7 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
     with pytest.raises(Interrupted, match="at once by a second SIGINT") as e:
         train(tiny_config, progress=False)
     assert e.value.exit_code == 130
-    assert read_checkpoint(f"{run}/last.pt")["record"]["step"] == 20  # the evaluation before
+    assert read_checkpoint(f"{run}/last.pt").record["step"] == 20  # the evaluation before
     assert [m["step"] for m in read_metrics(f"{run}/metrics.jsonl")] == [0, 20]
     left = sorted(p.name for p in Path(run).iterdir())
     assert left == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl", "timeline.jsonl"]  # no lock, temp
@@ -171,7 +171,7 @@ def test_sighup_when_the_terminal_closes_stops_like_sigterm(tiny_config, monkeyp
         with pytest.raises(Interrupted, match="stopped by SIGHUP at step 7") as e:
             train(tiny_config, progress=False)
         assert e.value.exit_code == 129
-        assert read_checkpoint(f"{tiny_config.out_dir}/last.pt")["record"]["step"] == 7
+        assert read_checkpoint(f"{tiny_config.out_dir}/last.pt").record["step"] == 7
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, before)
@@ -195,7 +195,7 @@ def test_a_stop_during_an_evaluation_abandons_it_within_a_batch(tiny_config, mon
     assert len(evaluated) == 100 + 3  # step 0's evaluation, then three batches of step 20's
     run = tiny_config.out_dir
     assert [m["step"] for m in read_metrics(f"{run}/metrics.jsonl")] == [0]
-    assert read_checkpoint(f"{run}/last.pt")["record"]["step"] == 20  # resumable from where it stopped
+    assert read_checkpoint(f"{run}/last.pt").record["step"] == 20  # resumable from where it stopped
     monkeypatch.undo()
     train(tiny_config, resume=True, progress=False)
     assert [m["step"] for m in read_metrics(f"{run}/metrics.jsonl")] == [0, 20, 40, 60]  # 20's done then
@@ -237,8 +237,8 @@ def test_under_torchrun_one_signal_stops_every_rank_at_the_same_step(tmp_path, c
     job.send_signal(signal.SIGINT)
     _, err = job.communicate(timeout=240)
     saved = read_checkpoint(run / "last.pt")
-    step = saved["record"]["step"]
-    assert step >= 20 and step % 5 == 0 and len(saved["rank_rng"]) == 2  # log_interval 5: where ranks agree
+    step = saved.record["step"]
+    assert step >= 20 and step % 5 == 0 and len(saved.rng) == 2  # log_interval 5: where ranks agree
     assert err.count(f"stopped by SIGINT at step {step}; saved {run / 'last.pt'}") == 1  # rank 0 speaks
     assert f"--config {run / 'config.yaml'} --resume" in err
     assert sorted(p.name for p in run.iterdir()) == [

@@ -16,7 +16,7 @@ from tinygpt.app.lens_bridge import (
     logit_difference,
     transformer_lens_model,
 )
-from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.errors import UserError
 from tinygpt.explain.heads import Boundaries, role_scores
 from tinygpt.model import attention_weights
@@ -37,7 +37,7 @@ def random_model(bias: bool = True, chars: list[str] = CHARS) -> GPT:
 
 
 def write_checkpoint(path, model: GPT, chars: list[str] = CHARS) -> None:
-    save_checkpoint(
+    write_payload(
         {
             "format_version": FORMAT_VERSION,
             "model_config": vars(model.config),

@@ -10,7 +10,7 @@ import pytest
 import torch
 from conftest import need_extra, tiny_raw, train
 
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.data import load_corpus
 from tinygpt.errors import UserError
@@ -58,8 +58,7 @@ def test_tensorboard_holds_metrics_jsonl_the_probe_attention_and_the_sample(
         assert all(0 < v < float("inf") for _, v in scalars(events, tag))
 
     # the last evaluation's pictures and sample are those of the model last.pt holds (step 40)
-    payload = read_checkpoint(run / "last.pt")
-    model = model_from_payload(payload, run / "last.pt")
+    model = read_checkpoint(run / "last.pt").build_model(run / "last.pt")
     corpus = load_corpus(from_dict(raw).data, model.config.block_size)
     probe = probe_of(corpus.tokenizer, corpus.val, model.config.block_size, "").view(1, -1)  # the timeline's
     sample_ids, attention = evaluation_views(model, probe)
@@ -92,8 +91,8 @@ def test_loggers_change_none_of_the_training_numbers(corpus_file, tmp_path, one_
     ]
     assert without_time[0] == without_time[1]
     assert torch.equal(
-        read_checkpoint(tmp_path / "logged" / "last.pt")["model"]["wte.weight"],
-        read_checkpoint(tmp_path / "plain" / "last.pt")["model"]["wte.weight"],
+        read_checkpoint(tmp_path / "logged" / "last.pt").weights["wte.weight"],
+        read_checkpoint(tmp_path / "plain" / "last.pt").weights["wte.weight"],
     )
 
 

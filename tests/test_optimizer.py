@@ -62,7 +62,7 @@ def test_training_with_muon_learns_and_resumes_exactly(corpus_file, tmp_path):
     first = muon_raw(corpus_file, tmp_path / "split", max_iters=20)
     first["train"]["min_lr"] = first["train"]["learning_rate"]  # a schedule max_iters cannot change
     train(from_dict(first), progress=False)
-    saved = read_checkpoint(tmp_path / "split" / "last.pt")["optimizer"]
+    saved = read_checkpoint(tmp_path / "split" / "last.pt").optimizer
     assert set(saved) == {"muon", "adamw"} and saved["muon"]["state"]  # Muon's momentum is saved
 
     again = muon_raw(corpus_file, tmp_path / "again", max_iters=40)
@@ -72,7 +72,7 @@ def test_training_with_muon_learns_and_resumes_exactly(corpus_file, tmp_path):
     train(from_dict(first), resume=True, progress=False)
     resumed = read_checkpoint(tmp_path / "split" / "last.pt")
     expected = read_checkpoint(tmp_path / "again" / "last.pt")
-    assert all(torch.equal(resumed["model"][k], expected["model"][k]) for k in expected["model"])
+    assert all(torch.equal(resumed.weights[k], expected.weights[k]) for k in expected.weights)
 
 
 MUON_NOTE = "note: train.optimizer muon orthogonalises in bfloat16"
@@ -129,6 +129,6 @@ def test_muon_under_torchrun_trains_and_resumes_like_one_run(corpus_file, tmp_pa
     assert resumed.returncode == 0, resumed.stderr
     a = read_checkpoint(tmp_path / "split" / "last.pt")
     b = read_checkpoint(tmp_path / "straight" / "last.pt")
-    assert a["record"]["step"] == b["record"]["step"] == 20
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in b["model"])
-    assert set(a["optimizer"]) == {"muon", "adamw"}
+    assert a.record["step"] == b.record["step"] == 20
+    assert all(torch.equal(a.weights[k], b.weights[k]) for k in b.weights)
+    assert set(a.optimizer) == {"muon", "adamw"}

@@ -141,11 +141,11 @@ def test_page_carries_each_heads_role(odd_checkpoint):
 
 def test_a_checkpoint_without_its_corpus_gets_a_page_without_roles(tmp_path):
     from tinygpt import GPT, GPTConfig
-    from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+    from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 
     config = GPTConfig(vocab_size=3, block_size=8, n_layer=1, n_head=2, n_embd=8)
     payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": list("ab ")}
-    save_checkpoint({**payload, "model": GPT(config).state_dict()}, tmp_path / "bare.pt")
+    write_payload({**payload, "model": GPT(config).state_dict()}, tmp_path / "bare.pt")
     data = page_data(tmp_path / "bare.pt", "ab a")
     assert data["roles"] is None
     note = data["roles_note"]
@@ -187,9 +187,9 @@ def test_page_carries_the_heads_mean_outputs_for_mean_ablation(odd_checkpoint, t
     assert torch.equal(floats(data["means"]), torch.stack(means))  # (n_layer, C)
     lone = tmp_path / "lone"
     lone.mkdir()
-    payload = read_checkpoint(odd_checkpoint)
-    payload.pop("config")  # which corpus it came from: no longer known
-    save_checkpoint(payload, lone / "best.pt")
+    saved = read_checkpoint(odd_checkpoint)
+    saved.config = None  # which corpus it came from: no longer known
+    save_checkpoint(saved, lone / "best.pt")
     bare = page_data(lone / "best.pt", PROMPT)
     assert bare["means"] is None and bare["means_note"].startswith("no mean ablation: ")
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, write_payload
 from tinygpt.explain.page import write_page
 from tinygpt.explain.trace import trace_prompt
 
@@ -104,7 +104,7 @@ def test_page_runs_a_model_without_biases(tmp_path, open_page):
     config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=2, n_head=2, n_embd=8, bias=False)
     model = GPT(config).eval()
     payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
-    save_checkpoint({**payload, "model": model.state_dict()}, tmp_path / "bare.pt")
+    write_payload({**payload, "model": model.state_dict()}, tmp_path / "bare.pt")
     write_page(tmp_path / "bare.pt", "ab <😀\n", tmp_path / "bare.html")
     page = open_page(tmp_path / "bare.html")
     assert "no metrics.jsonl beside bare.pt" in page.text_content("#curves-note")

@@ -8,7 +8,7 @@ import torch
 from tinygpt import GPT, GPTConfig
 from tinygpt.ablate import ablated, validation_means
 from tinygpt.attention import attention
-from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, read_checkpoint, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, read_checkpoint, write_payload
 from tinygpt.explain.backward import STEP_LR, row_backward, step_effect
 from tinygpt.explain.glyphs import glyph
 from tinygpt.explain.heads import checkpoint_heads
@@ -249,7 +249,7 @@ def long_page(tmp_path_factory):
     chars = list("\n abcdefghijklmnopqrstuvwxyz,.:;'!?ABCDEFGHIJKLMNOPQRSTUVWXYZ")
     config = GPTConfig(vocab_size=len(chars), block_size=128, n_layer=2, n_head=4, n_embd=32, bias=False)
     payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
-    save_checkpoint({**payload, "model": GPT(config).state_dict()}, root / "long.pt")
+    write_payload({**payload, "model": GPT(config).state_dict()}, root / "long.pt")
     line = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer "
     text = (line * 3)[:128]
     write_page(root / "long.pt", text, root / "long.html")

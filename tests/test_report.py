@@ -1,5 +1,5 @@
 from tinygpt import GPT, GPTConfig
-from tinygpt.checkpoint import FORMAT_VERSION, save_checkpoint
+from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.explain.inspect import describe
 
 
@@ -13,7 +13,7 @@ def test_the_vocabulary_shows_letters_as_themselves_and_escapes_only_the_invisib
         "tokenizer": chars,
         "record": {"step": 3},
     }
-    save_checkpoint(payload, tmp_path / "m.pt")
+    write_payload(payload, tmp_path / "m.pt")
     lines = describe(tmp_path / "m.pt").splitlines()
     at = lines.index("vocabulary: 9 characters")
     assert lines[at + 1] == "  \\t\\n \\\\aßä\\u0301€"

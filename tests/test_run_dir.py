@@ -77,7 +77,7 @@ def test_resuming_a_copied_runs_own_config_resumes_the_copy_and_leaves_the_origi
     config["train"]["max_iters"] = 40
     (copy / "config.yaml").write_text(yaml.safe_dump(config))
     assert main(["train", "--config", str(copy / "config.yaml"), "--resume", "--quiet"]) == 0
-    assert read_checkpoint(copy / "last.pt")["record"]["step"] == 40
+    assert read_checkpoint(copy / "last.pt").record["step"] == 40
     assert (original / "last.pt").read_bytes() == before
     note = f"note: resuming {copy}, whose config.yaml this is (it was written for {original})"
     assert note in capsys.readouterr().err

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import read_checkpoint
+from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
@@ -117,10 +117,10 @@ def ablation(
     return ablated(model, heads, mode, means)
 
 
-def validation_means(model: GPT, payload: dict, checkpoint: str | Path) -> list[torch.Tensor]:
+def validation_means(model: GPT, saved: Checkpoint, checkpoint: str | Path) -> list[torch.Tensor]:
     """What --ablate-mode mean puts in a head's place: each layer's mean c_proj input, (nh·hs,) per
     layer, over MEAN_WINDOWS windows of the validation text the checkpoint was trained on."""
     block = model.config.block_size
-    val = validation_split_of(payload, block, checkpoint)
+    val = validation_split_of(saved, block, checkpoint)
     windows = validation_windows(val, block, MEAN_WINDOWS)[:, :-1]  # (N, T): inputs only
     return mean_head_outputs(model, windows.to(model.wte.weight.device))

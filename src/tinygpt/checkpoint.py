@@ -1,25 +1,32 @@
-"""Checkpoints: one dict of tensors and plain data, written atomically, read without running code.
+"""Checkpoints: a typed `Checkpoint`, saved as a dict of tensors and plain data, read without running code.
 
-Contents (every key plain data, so `torch.load(..., weights_only=True)` reads it), as
-`build_payload` makes them:
+This module is the one place that knows the file's layout. In the file (format version 2),
+every entry plain data, so that `torch.load(..., weights_only=True)` reads it:
 
-    format_version   int: bumped when the layout changes
-    model_config     dict: GPTConfig's fields
-    model            state_dict of the plain (uncompiled, unwrapped) model
-    tokenizer        list of the vocabulary's characters, in id order
-    config           the resolved run config, as a dict
-    record           the training record (see tinygpt.training.loop): step, tokens_seen, best_val_loss,
-                     best_step, wall_time_s, train_loss, val_loss, device, dtype, torch_version,
-                     num_params, world_size, global_batch
-    optimizer        (last.pt only) the optimizer's state_dict, for --resume
-    rng              (last.pt only) rank 0's random states: {"torch", "batches", and "cuda" on CUDA}
-    rank_rng         (last.pt of a run on several processes only) the same, one dict per rank
-    digest           sha256 of everything above, added by `save_checkpoint` (see `digest`)
+    format_version   int: bumped when the layout changes (UPGRADES reads every older one)
+    model_config     dict: GPTConfig's fields                          Checkpoint.model_config
+    model            state_dict of the plain (uncompiled, unwrapped) model   .weights
+    tokenizer        list of the vocabulary's characters, in id order        .chars
+    config           the resolved run config, as a dict                      .config
+    record           the training record (see tinygpt.training.loop): step, tokens_seen,
+                     best_val_loss, best_step, wall_time_s, train_loss, val_loss, device,
+                     dtype, torch_version, num_params, world_size, global_batch   .record
+    optimizer        (last.pt only) the optimizer's state_dict, for --resume     .optimizer
+    rng              (last.pt only) each rank's random states, rank 0 first:
+                     [{"torch", "batches", and "cuda" on CUDA}, ...]            .rng
+    digest           sha256 of everything above, added by `save_checkpoint` (see tinygpt.integrity)
+
+Version 1 (before the typed Checkpoint) kept rank 0's random states in `rng` (a dict) and,
+for a run on several processes, every rank's in `rank_rng`; it is read as version 2.
 
 Reading checks a checkpoint as strictly as a config: the digest (when there is one: files
 written before it existed have none), every key, the model's sizes against its tensors,
 the vocabulary, the record, and that every weight is finite. Any problem is one UserError
 naming the file; a file that passes builds its model without surprises.
+
+To add an entry: a field of Checkpoint with a default (what an older file means), a line
+above, and, if older files need more than the default, a step in UPGRADES with a new
+FORMAT_VERSION.
 """
 
 import dataclasses
@@ -28,7 +35,8 @@ import math
 import pickle
 import sys
 import warnings
-import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,44 +45,110 @@ import torch
 from tinygpt.config import ModelSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
-from tinygpt.integrity import SEAL_BROKEN, digest, pickle_imports, seal, seal_problem
+from tinygpt.integrity import OTHER_ADVICE, digest, refusal, seal, seal_problem, unreadable
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+
+
+@dataclass
+class Checkpoint:
+    """What a checkpoint holds, typed: `build_checkpoint` makes one, `read_checkpoint` returns one."""
+
+    model_config: dict[str, Any]  # GPTConfig's fields (a key GPTConfig lacks is kept: export names it)
+    weights: dict[str, torch.Tensor]  # state_dict of the plain model
+    chars: list[str]  # the vocabulary, in id order
+    config: dict[str, Any] | None = None  # the resolved run config (None: a checkpoint made without one)
+    record: dict[str, Any] = field(default_factory=dict)  # the training record
+    optimizer: dict[str, Any] | None = None  # last.pt: the optimizer's state_dict
+    rng: list[dict[str, torch.Tensor]] | None = None  # last.pt: each rank's random states, rank 0 first
+    format_version: int = FORMAT_VERSION  # the version the file was written in (read as this one)
+
+    @property
+    def tokenizer(self) -> CharTokenizer:
+        return CharTokenizer(self.chars)
+
+    @property
+    def step(self) -> int | None:
+        """The step the model was saved at (None for a checkpoint without a training record)."""
+        return self.record.get("step")
+
+    def run_section(self, section: str) -> dict[str, Any] | None:
+        """One section of the run config (train, data, model) as saved; None where there is none."""
+        found = (self.config or {}).get(section)
+        return found if isinstance(found, dict) else None
+
+    def build_model(self, path: Path | str = "checkpoint") -> GPT:
+        """The model with these weights (train mode, on the CPU); a mismatch is a UserError naming path."""
+        try:
+            model = GPT(GPTConfig(**self.model_config))
+            model.load_state_dict(self.weights)
+        except (TypeError, RuntimeError, KeyError, AssertionError) as e:
+            raise UserError(f"checkpoint {path} does not hold a matching model ({_first_line(e)})") from None
+        return model
+
+    def to_payload(self) -> dict[str, Any]:
+        """The dict the file holds (the layout above), without its digest."""
+        payload = {_KEYS.get(f.name, f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+        payload["format_version"] = FORMAT_VERSION
+        return {key: value for key, value in payload.items() if value is not None}
+
+
+_KEYS = {"weights": "model", "chars": "tokenizer"}  # a field and its entry in the file, where they differ
+_FIELDS = {_KEYS.get(f.name, f.name): f.name for f in dataclasses.fields(Checkpoint)}  # entry -> field
 REQUIRED_KEYS = ("format_version", "model_config", "model", "tokenizer")
-KNOWN_KEYS = (*REQUIRED_KEYS, "config", "record", "optimizer", "rng", "rank_rng", "digest")
-OTHER_ADVICE = "use another checkpoint, e.g. last.pt or best.pt of the run"
+KNOWN_KEYS = (*_FIELDS, "digest")
+KNOWN_BEFORE = {1: (*KNOWN_KEYS, "rank_rng")}  # the entries of an older version, where they differ
 
 
-def build_payload(
+def _from_version_1(payload: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 kept rank 0's random states in `rng` and every rank's in `rank_rng` (several ranks only)."""
+    upgraded = {k: v for k, v in payload.items() if k not in ("rng", "rank_rng")}
+    if "rank_rng" in payload:
+        upgraded["rng"] = payload["rank_rng"]
+    elif "rng" in payload:
+        upgraded["rng"] = [payload["rng"]] if isinstance(payload["rng"], dict) else payload["rng"]
+    return upgraded
+
+
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_version_1}  # version -> next
+
+
+def upgraded(payload: dict[str, Any]) -> dict[str, Any]:
+    """A checked payload of any version this tinygpt reads, in the current layout."""
+    for version in range(payload["format_version"], FORMAT_VERSION):
+        payload = UPGRADES[version](payload)
+    return payload
+
+
+def build_checkpoint(
     model: GPT,
     tokenizer: CharTokenizer,
     config: dict[str, Any],
     record: dict[str, Any],
     optimizer: dict[str, Any] | None = None,
     rank_rng: list[dict[str, torch.Tensor]] | None = None,
-) -> dict[str, Any]:
-    """A checkpoint's dict (the module docstring lists every key); with optimizer and rng for last.pt."""
-    payload = {
-        "format_version": FORMAT_VERSION,
-        "model_config": vars(model.config),
-        "model": model.state_dict(),
-        "tokenizer": tokenizer.chars,
-        "config": config,
-        "record": record,
-    }
-    if optimizer is not None:
-        payload["optimizer"] = optimizer
-    if rank_rng is not None:
-        payload["rng"] = rank_rng[0]
-        if len(rank_rng) > 1:
-            payload["rank_rng"] = rank_rng
-    return payload
+) -> Checkpoint:
+    """A model's checkpoint as training saves it; last.pt's also holds the optimizer and every rank's RNG."""
+    return Checkpoint(
+        model_config=vars(model.config),
+        weights=model.state_dict(),
+        chars=tokenizer.chars,
+        config=config,
+        record=record,
+        optimizer=optimizer,
+        rng=rank_rng,
+    )
 
 
-def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
-    """Write payload to path so that path always holds either the old file or the whole new one.
+def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
+    """Write the checkpoint to path so that path always holds either the old file or the whole new one."""
+    write_payload(checkpoint.to_payload(), path)
+
+
+def write_payload(payload: dict[str, Any], path: str | Path) -> None:
+    """Write a checkpoint's dict to path so that path always holds either the old file or the whole new one.
 
     The file carries the payload's digest and ends with a seal, both checked by every read.
     A failed write (a full disk, say) becomes a UserError that says so.
@@ -95,8 +169,8 @@ def save_checkpoint(payload: dict[str, Any], path: str | Path) -> None:
 
 def read_checkpoint(
     path: str | Path, map_location: str | torch.device = "cpu", advice: str | None = None
-) -> dict[str, Any]:
-    """The checkpoint dict, checked; any problem becomes a UserError saying what is wrong.
+) -> Checkpoint:
+    """The checkpoint, checked, in the current layout; any problem becomes a UserError saying what is wrong.
 
     `advice` replaces the usual hint (use another checkpoint) for a file that is damaged
     or not a checkpoint, where the caller knows better what the user can do.
@@ -114,45 +188,17 @@ def read_checkpoint(
             warnings.simplefilter("ignore")
             payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        raise UserError(_refused(path, e, advice)) from None
+        raise UserError(refusal(path, e, advice)) from None
     except PermissionError:
         raise UserError(f"checkpoint {path} cannot be read (permission denied)") from None
     except Exception:  # anything else torch.load trips over: the bytes are not a checkpoint
-        raise UserError(_unreadable(path, advice)) from None
+        raise UserError(unreadable(path, advice)) from None
     problem = seal_problem(path)
     if problem:
         raise _damaged(path, problem, advice or OTHER_ADVICE)
-    return _checked(payload, path, advice or OTHER_ADVICE)
-
-
-def _refused(path: Path, error: pickle.UnpicklingError, advice: str | None) -> str:
-    """Why the safe loader refused the pickle: it would run code, it is in a form it does not read, or damage.
-
-    The loader stops at the first opcode it does not know (protocol 4's FRAME, protocol 0's
-    INST), before it sees what the pickle would import; the pickle is read here without running it.
-    """
-    if seal_problem(path) == SEAL_BROKEN:  # a file tinygpt wrote, damaged since
-        return _unreadable(path, advice)
-    try:
-        with zipfile.ZipFile(path) as archive:
-            name = next(n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
-            names = pickle_imports(archive.read(name))
-    except Exception:  # not an archive, or a pickle too damaged to read
-        names = None
-    if "GLOBAL" in str(error) or any(
-        not (n.startswith("torch.") or n == "collections.OrderedDict") for n in names or ()
-    ):
-        return (
-            f"refusing to load {path}: it holds Python objects that would run code "
-            "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
-            "data; do not use this file"
-        )
-    if names is not None:
-        return (
-            f"checkpoint {path} is pickled in a form the safe loader does not read (not torch.save's "
-            "default protocol 2); save it again with torch.save, or use a best.pt or last.pt"
-        )
-    return _unreadable(path, advice)  # bytes that are not a pickle at all
+    payload = upgraded(_checked(payload, path, advice or OTHER_ADVICE))
+    _check_kinds(payload, path, advice or OTHER_ADVICE)
+    return Checkpoint(**{_FIELDS[key]: value for key, value in payload.items() if key != "digest"})
 
 
 def _checked(payload: Any, path: Path, advice: str) -> dict[str, Any]:
@@ -175,7 +221,7 @@ def _checked(payload: Any, path: Path, advice: str) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     if missing:
         raise UserError(f"checkpoint {path} is incomplete: missing {', '.join(missing)}")
-    unknown = [repr(k) for k in payload if k not in KNOWN_KEYS]
+    unknown = [repr(k) for k in payload if k not in KNOWN_BEFORE.get(version, KNOWN_KEYS)]
     if unknown:
         raise _damaged(path, f"it holds unknown entries ({', '.join(unknown)})", advice)
     if "digest" in payload and payload["digest"] != digest(payload):
@@ -205,7 +251,11 @@ def _check_contents(payload: dict[str, Any], path: Path, advice: str) -> None:
     record = payload.get("record", {})
     if not isinstance(record, dict) or not all(isinstance(k, str) and _plain(v) for k, v in record.items()):
         raise _damaged(path, "its training record is not a mapping of names to numbers and text", advice)
-    for key, kind in (("config", dict), ("optimizer", dict), ("rng", dict), ("rank_rng", list)):
+
+
+def _check_kinds(payload: dict[str, Any], path: Path, advice: str) -> None:
+    """The optional entries are of their kinds (checked in the current layout, after any upgrade)."""
+    for key, kind in (("config", dict), ("optimizer", dict), ("rng", list)):
         if key in payload and not isinstance(payload[key], kind):
             raise _damaged(path, f"its {key} is {type(payload[key]).__name__}, not {kind.__name__}", advice)
 
@@ -261,38 +311,15 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, str))
 
 
-def _unreadable(path: Path, advice: str | None) -> str:
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if not head:
-        problem = f"checkpoint {path} is empty"
-    elif head == b"PK\x03\x04":  # the start of torch.save's zip archive
-        problem = f"checkpoint {path} is truncated or corrupted and cannot be read"
-    else:
-        problem = f"{path} is not a tinygpt checkpoint (not a file written by torch.save)"
-        advice = advice or "pass a best.pt or last.pt"
-    return f"{problem}; {advice or OTHER_ADVICE}"
-
-
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
-def model_from_payload(payload: dict[str, Any], path: Path | str = "checkpoint") -> GPT:
-    try:
-        model = GPT(GPTConfig(**payload["model_config"]))
-        model.load_state_dict(payload["model"])
-    except (TypeError, RuntimeError, KeyError, AssertionError) as e:
-        raise UserError(f"checkpoint {path} does not hold a matching model ({_first_line(e)})") from None
-    return model
-
-
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, CharTokenizer, dict]:
     """Load a saved model for use: (model in eval mode on device, tokenizer, training record)."""
-    payload = read_checkpoint(path)
-    model = model_from_payload(payload, path).to(device).eval()
-    tokenizer = CharTokenizer(payload["tokenizer"])
-    return model, tokenizer, payload.get("record", {})
+    checkpoint = read_checkpoint(path)
+    model = checkpoint.build_model(path).to(device).eval()
+    return model, checkpoint.tokenizer, checkpoint.record
 
 
 def latest_checkpoint(root: str | Path = "checkpoints") -> Path:

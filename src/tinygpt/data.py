@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from tinygpt.checkpoint import Checkpoint
 from tinygpt.config import DataSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
@@ -179,16 +180,15 @@ class Batches:
         return windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)
 
 
-def validation_split_of(payload: dict, block_size: int, path: str | Path) -> torch.Tensor:
+def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Path) -> torch.Tensor:
     """The validation ids of the corpus a checkpoint was trained on, checked to be the text it learned."""
-    config = payload.get("config")
-    data = config.get("data") if isinstance(config, dict) else None
-    if not isinstance(data, dict):
+    data = checkpoint.run_section("data")
+    if data is None:
         raise UserError(
             f"{path} does not say which corpus it was trained on; use a checkpoint written by training"
         )
     corpus = load_corpus(from_dict({"data": data}, source=f"{path}'s config").data, block_size)
-    if corpus.tokenizer.chars != payload["tokenizer"]:
+    if corpus.tokenizer.chars != checkpoint.chars:
         raise UserError(
             f"the corpus {corpus.path} that {path} was trained on has other characters now; "
             "this needs the text the model learned from"

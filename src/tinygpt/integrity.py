@@ -7,14 +7,17 @@
   change to any byte shows, also to the bytes torch.load ignores (padding, the copies of
   each member's checksum, the directory's dates), which the digest cannot see.
 - `pickle_imports`: the "module.name" a pickle would import, read opcode by opcode, so
-  that a refused pickle can be told apart: one that would run code, or plain data in a
-  protocol the safe loader does not read.
+  that a refused pickle can be told apart (`refusal`): one that would run code, or plain
+  data in a protocol the safe loader does not read; `unreadable` says what else a file
+  torch.load cannot read is (empty, truncated, not written by torch.save).
 """
 
 import ctypes
 import hashlib
 import os
+import pickle
 import pickletools
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,7 @@ END_OF_ARCHIVE = b"PK\x05\x06"  # the zip's last record, 22 bytes, its last two 
 
 
 SEAL_BROKEN = "its bytes do not match the seal at its end"
+OTHER_ADVICE = "use another checkpoint, e.g. last.pt or best.pt of the run"
 
 
 def seal(archive: bytearray) -> bytearray:
@@ -119,3 +123,46 @@ def pickle_imports(pickled: bytes) -> list[str]:
         if op.name != "MEMOIZE" and not op.name.endswith("PUT"):  # a memo write leaves the stack as it was
             last = pushed
     return names
+
+
+def refusal(path: Path, error: pickle.UnpicklingError, advice: str | None) -> str:
+    """Why the safe loader refused the pickle: it would run code, it is in a form it does not read, or damage.
+
+    The loader stops at the first opcode it does not know (protocol 4's FRAME, protocol 0's
+    INST), before it sees what the pickle would import; the pickle is read here without running it.
+    """
+    if seal_problem(path) == SEAL_BROKEN:  # a file tinygpt wrote, damaged since
+        return unreadable(path, advice)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            name = next(n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            names = pickle_imports(archive.read(name))
+    except Exception:  # not an archive, or a pickle too damaged to read
+        names = None
+    if "GLOBAL" in str(error) or any(
+        not (n.startswith("torch.") or n == "collections.OrderedDict") for n in names or ()
+    ):
+        return (
+            f"refusing to load {path}: it holds Python objects that would run code "
+            "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
+            "data; do not use this file"
+        )
+    if names is not None:
+        return (
+            f"checkpoint {path} is pickled in a form the safe loader does not read (not torch.save's "
+            "default protocol 2); save it again with torch.save, or use a best.pt or last.pt"
+        )
+    return unreadable(path, advice)  # bytes that are not a pickle at all
+
+
+def unreadable(path: Path, advice: str | None) -> str:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        problem = f"checkpoint {path} is empty"
+    elif head == b"PK\x03\x04":  # the start of torch.save's zip archive
+        problem = f"checkpoint {path} is truncated or corrupted and cannot be read"
+    else:
+        problem = f"{path} is not a tinygpt checkpoint (not a file written by torch.save)"
+        advice = advice or "pass a best.pt or last.pt"
+    return f"{problem}; {advice or OTHER_ADVICE}"

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.config import DataSection, from_dict
 from tinygpt.data import Corpus, load_corpus
 from tinygpt.device import pick_device
@@ -113,20 +113,19 @@ def evaluate_checkpoint(
     if batch_size < 1:
         raise UserError(f"--batch-size {batch_size} is below 1; use 1 or more")
     dev = pick_device(device)
-    payload = read_checkpoint(checkpoint)
-    model = model_from_payload(payload, checkpoint).to(dev)
-    data = _data_section(payload, checkpoint, corpus)
+    saved = read_checkpoint(checkpoint)
+    model = saved.build_model(checkpoint).to(dev)
+    data = _data_section(saved, checkpoint, corpus)
     loaded = load_corpus(data, model.config.block_size)
-    ids = _in_vocabulary(getattr(loaded, split), loaded, CharTokenizer(payload["tokenizer"]))
+    ids = _in_vocabulary(getattr(loaded, split), loaded, saved.tokenizer)
     loss = split_loss(model, ids.to(dev), batch_size, progress=progress)
-    step = payload.get("record", {}).get("step")
-    return Evaluation(str(checkpoint), step, split, loaded.path, len(ids), loss)
+    return Evaluation(str(checkpoint), saved.step, split, loaded.path, len(ids), loss)
 
 
-def _data_section(payload: dict, checkpoint: str | Path, corpus: str | None) -> DataSection:
+def _data_section(saved: Checkpoint, checkpoint: str | Path, corpus: str | None) -> DataSection:
     """The run's data section (its corpus, its val_fraction), with the corpus replaced if one is given."""
-    if "config" in payload:
-        data = from_dict(payload["config"], source=f"the config inside {checkpoint}").data
+    if saved.config is not None:
+        data = from_dict(saved.config, source=f"the config inside {checkpoint}").data
     elif corpus is None:
         raise UserError(
             f"checkpoint {checkpoint} does not say which corpus it trained on; pass --corpus FILE"

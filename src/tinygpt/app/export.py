@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tinygpt.app.hf import check_exportable, need, write_hf
 from tinygpt.app.lens_bridge import TRANSFORMER_LENS_CARD, check_directory, check_loadable
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
@@ -39,20 +39,20 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
     """Write the checkpoint's model to out_dir in format fmt (hf or safetensors); returns a summary line."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
-    payload = read_checkpoint(checkpoint)
-    check_exportable(payload["model_config"])
+    saved = read_checkpoint(checkpoint)
+    check_exportable(saved.model_config)
     if fmt == "transformer-lens":
-        check_loadable(payload["model_config"], payload["tokenizer"])
-    model = model_from_payload(payload, checkpoint).eval()
-    chars = payload["tokenizer"]
+        check_loadable(saved.model_config, saved.chars)
+    model = saved.build_model(checkpoint).eval()
+    chars = saved.chars
     out_dir = Path(out_dir)
     _check_out_dir(out_dir)
     with _built_then_renamed(out_dir) as partial:
         if fmt == "hf":
-            difference = write_hf(model, chars, payload, checkpoint, partial)
+            difference = write_hf(model, chars, saved.record, checkpoint, partial)
             detail = f"logits match tinygpt's within {difference:.1e}"
         elif fmt == "transformer-lens":  # the Hugging Face directory, loaded and checked in TransformerLens
-            write_hf(model, chars, payload, checkpoint, partial)
+            write_hf(model, chars, saved.record, checkpoint, partial)
             difference = check_directory(model, partial)
             with open(partial / "README.md", "a", encoding="utf-8") as card:
                 card.write(TRANSFORMER_LENS_CARD)

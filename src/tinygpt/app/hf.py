@@ -137,7 +137,7 @@ def character_tokenizer(chars: list[str]):
     return tokenizer
 
 
-def write_hf(model: GPT, chars: list[str], payload: dict, checkpoint: str | Path, out: Path) -> float:
+def write_hf(model: GPT, chars: list[str], record: dict, checkpoint: str | Path, out: Path) -> float:
     hf_model = to_gpt2(model)
     from transformers.utils import logging
 
@@ -156,12 +156,11 @@ def write_hf(model: GPT, chars: list[str], payload: dict, checkpoint: str | Path
         "model_max_length": model.config.block_size,
     }
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
-    (out / "README.md").write_text(model_card(model.config, payload, checkpoint), encoding="utf-8")
+    (out / "README.md").write_text(model_card(model.config, record, checkpoint), encoding="utf-8")
     return difference
 
 
-def model_card(config: GPTConfig, payload: dict, checkpoint: str | Path) -> str:
-    record = payload.get("record", {})
+def model_card(config: GPTConfig, record: dict, checkpoint: str | Path) -> str:
     trained = f"step {record['step']:,}" if "step" in record else "an unknown step"
     if isinstance(record.get("val_loss"), float):
         trained += f", validation loss {record['val_loss']:.4f}"

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from tinygpt.app.hf import character_tokenizer, check_exportable, to_gpt2
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
 
@@ -45,9 +45,8 @@ logits, cache = model.run_with_cache(model.to_tokens("ROMEO:"))
 
 def transformer_lens_model(checkpoint: str | Path, device: str = "cpu"):
     """A TransformerLens TransformerBridge running the checkpoint's model (eval mode, no BOS token)."""
-    payload = read_checkpoint(checkpoint)
-    model = model_from_payload(payload, checkpoint).eval()
-    return bridge_for(model, payload["tokenizer"], device)
+    saved = read_checkpoint(checkpoint)
+    return bridge_for(saved.build_model(checkpoint).eval(), saved.chars, device)
 
 
 def check_loadable(model_config: dict, chars: list[str]) -> None:

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt.ablate import ablated
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, attention_weights
@@ -216,26 +216,28 @@ def head_reports(model: GPT, val_ids: torch.Tensor, ends: Boundaries, windows: i
 
 def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
     """Every head of a checkpoint, scored on the validation split of the corpus it was trained on."""
-    payload = read_checkpoint(checkpoint)
-    model = model_from_payload(payload, checkpoint).eval()
-    val, ends = scoring_text(payload, model, checkpoint, windows)
+    saved = read_checkpoint(checkpoint)
+    model = saved.build_model(checkpoint).eval()
+    val, ends = scoring_text(saved, model, checkpoint, windows)
     return head_reports(model, val, ends, windows)
 
 
 def scoring_text(
-    payload: dict, model: GPT, checkpoint: str | Path, windows: int
+    saved: Checkpoint, model: GPT, checkpoint: str | Path, windows: int
 ) -> tuple[torch.Tensor, Boundaries]:
     """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint."""
     if windows < 1:
         raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
-    chars = payload["tokenizer"]
-    val = validation_split_of(payload, model.config.block_size, checkpoint)
+    chars = saved.chars
+    val = validation_split_of(saved, model.config.block_size, checkpoint)
     return val, Boundaries.of({c: i for i, c in enumerate(chars)})
 
 
-def page_roles(payload: dict, model: GPT, checkpoint: str | Path, windows: int = WINDOWS) -> list[HeadRole]:
+def page_roles(
+    saved: Checkpoint, model: GPT, checkpoint: str | Path, windows: int = WINDOWS
+) -> list[HeadRole]:
     """The roles the explainer page labels its heatmaps with (scores only: no ablation losses)."""
-    val, ends = scoring_text(payload, model, checkpoint, windows)
+    val, ends = scoring_text(saved, model, checkpoint, windows)
     cfg = model.config
     text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
     return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size), ends)

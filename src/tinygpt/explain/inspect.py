@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from tinygpt.ablate import ablation
-from tinygpt.checkpoint import load_checkpoint, model_from_payload, read_checkpoint
+from tinygpt.checkpoint import load_checkpoint, read_checkpoint
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heatmap import attention_view
 from tinygpt.explain.lens import lens_view, logit_lens
@@ -50,11 +50,11 @@ def parameter_table(model: GPT) -> list[tuple[str, int]]:
 
 def describe(path: str | Path) -> str:
     """A readable report of a checkpoint."""
-    payload = read_checkpoint(path)
-    model = model_from_payload(payload, path)
-    lines = [f"checkpoint: {path} (format version {payload['format_version']})", "", "model config:"]
-    lines += [f"  {k:<12} {v}" for k, v in payload["model_config"].items()]
-    chars = payload["tokenizer"]
+    saved = read_checkpoint(path)
+    model = saved.build_model(path)
+    lines = [f"checkpoint: {path} (format version {saved.format_version})", "", "model config:"]
+    lines += [f"  {k:<12} {v}" for k, v in saved.model_config.items()]
+    chars = saved.chars
     lines += [
         "",
         f"vocabulary: {len(chars)} characters",
@@ -63,7 +63,7 @@ def describe(path: str | Path) -> str:
     lines += ["", "parameters:"]
     lines += [f"  {name:<40} {n:>12,}" for name, n in parameter_table(model)]
     lines += ["", "training record:"]
-    lines += [f"  {k:<14} {_fmt(v)}" for k, v in payload.get("record", {}).items()]
+    lines += [f"  {k:<14} {_fmt(v)}" for k, v in saved.record.items()]
     return "\n".join(lines)
 
 

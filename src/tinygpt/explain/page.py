@@ -33,7 +33,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.ablate import validation_means
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, one_thread, step_effects
 from tinygpt.explain.heads import page_roles
@@ -44,7 +44,7 @@ from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files import write_atomic
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
-from tinygpt.tokenizer import CharTokenizer, prompt_ids
+from tinygpt.tokenizer import prompt_ids
 
 LIVE_LIMIT = 4_000_000  # parameters up to which the page embeds the weights and runs the model itself
 
@@ -76,19 +76,19 @@ def trace_data(trace: Trace, lens: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def roles_data(payload: dict, model: GPT, path: Path) -> tuple[list[dict] | None, str | None]:
+def roles_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[list[dict] | None, str | None]:
     """Each head's role for the heatmaps' labels, or None and why not (the corpus is not at hand)."""
     try:
-        roles = page_roles(payload, model, path)
+        roles = page_roles(saved, model, path)
     except UserError as e:
         return None, f"no head roles: {e}"
     return [vars(role) for role in roles], None
 
 
-def means_data(payload: dict, model: GPT, path: Path) -> tuple[dict | None, str | None]:
+def means_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[dict | None, str | None]:
     """Each layer's mean head outputs, as --ablate-mode mean uses them (n_layer, C), or None and why not."""
     try:
-        means = validation_means(model, payload, path)
+        means = validation_means(model, saved, path)
     except UserError as e:
         return None, f"no mean ablation: {e}"
     return tensor_data(torch.stack(means)), None
@@ -134,9 +134,9 @@ def page_data(
     """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing."""
     steps = steps or tqdm(disable=True)
     path = Path(checkpoint)
-    payload = read_checkpoint(path)
-    model = model_from_payload(payload, path).eval()
-    tokenizer = CharTokenizer(payload["tokenizer"])
+    saved = read_checkpoint(path)
+    model = saved.build_model(path).eval()
+    tokenizer = saved.tokenizer
     cfg = model.config
     ids = prompt_ids(tokenizer, prompt, cfg.block_size)
     layer, head, token = focus(cfg, ids, layer, head, token)
@@ -145,9 +145,9 @@ def page_data(
     live = model.num_params() <= live_limit
     metrics = loss_curves(path.parent)
     next_step(steps, "scoring each head's role")
-    roles, roles_note = roles_data(payload, model, path)
+    roles, roles_note = roles_data(saved, model, path)
     next_step(steps, "each head's mean output, for mean ablation")
-    means, means_note = means_data(payload, model, path)
+    means, means_note = means_data(saved, model, path)
     next_step(steps, f"the gradients for the backward panel ({len(ids) - 1} positions)")
     backward = backward_data(model, ids)
     steps_taken = (len(ids) - 1) * cfg.n_layer * cfg.n_head
@@ -160,7 +160,7 @@ def page_data(
         "params": model.num_params(),
         "live_limit": live_limit,
         "config": {**vars(cfg), "head_size": cfg.head_size},
-        "record": {k: v for k, v in payload.get("record", {}).items() if isinstance(v, (int, float, str))},
+        "record": {k: v for k, v in saved.record.items() if isinstance(v, (int, float, str))},
         "vocab": tokenizer.chars,
         "prompt": tokenizer.decode(ids),
         "selection": {"layer": layer, "head": head, "token": token},

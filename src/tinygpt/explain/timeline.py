@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from tinygpt.checkpoint import model_from_payload, read_checkpoint
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.data import Corpus, validation_split_of, validation_windows
 from tinygpt.errors import UserError
@@ -149,25 +149,20 @@ def from_checkpoints(run_dir: str | Path) -> list[dict[str, Any]]:
             f"{path} already holds a timeline; --from-checkpoints writes one for a run that recorded "
             "none (delete the file to write it again)"
         )
-    payloads = {}  # step -> (checkpoint, payload)
-    for checkpoint in sorted(run_dir.glob("*.pt")):
-        payload = read_checkpoint(checkpoint)
-        payloads.setdefault(payload["record"]["step"], (checkpoint, payload))
-    if not payloads:
+    found = {}  # step -> (its file, the checkpoint)
+    for file in sorted(run_dir.glob("*.pt")):
+        saved = read_checkpoint(file)
+        found.setdefault(saved.record["step"], (file, saved))
+    if not found:
         raise UserError(f"{run_dir} holds no checkpoints (*.pt); train a run there first")
     logged = {entry["step"]: entry for entry in read_metrics(run_dir / "metrics.jsonl")}
     snapshots = []
-    for step, (checkpoint, payload) in sorted(payloads.items()):
-        model = model_from_payload(payload, checkpoint).eval()
+    for step, (file, saved) in sorted(found.items()):
+        model = saved.build_model(file).eval()
         block_size = model.config.block_size
-        probe = payload.get("config", {}).get("train", {}).get("timeline_probe", "")
-        recorder = Recorder(
-            CharTokenizer(payload["tokenizer"]),
-            validation_split_of(payload, block_size, checkpoint),
-            block_size,
-            probe,
-        )
-        losses = logged.get(step, payload["record"])
+        probe = (saved.run_section("train") or {}).get("timeline_probe", "")
+        recorder = Recorder(saved.tokenizer, validation_split_of(saved, block_size, file), block_size, probe)
+        losses = logged.get(step, saved.record)
         snapshots.append(recorder.snapshot(model, step, losses["train_loss"], losses["val_loss"]))
     try:
         write_atomic(path, "".join(json.dumps(s) + "\n" for s in snapshots))

@@ -20,7 +20,7 @@ from typing import Any, NoReturn, Protocol
 import torch
 from tqdm import tqdm
 
-from tinygpt.checkpoint import build_payload, read_checkpoint, save_checkpoint
+from tinygpt.checkpoint import build_checkpoint, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.data import Corpus
 from tinygpt.device import pick_device
@@ -125,7 +125,7 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    state = Progress.from_record(saved["record"], run.last) if saved is not None else Progress()
+    state = Progress.from_record(saved.record, run.last) if saved is not None else Progress()
     if saved is not None:
         setup.restore(saved, run.last)
         if ranks.is_main:
@@ -315,7 +315,9 @@ class Training:
             optimizer = s.optimizer.state_dict() if with_state else None  # the same on every rank
             record = self.record()
             save_checkpoint(
-                build_payload(s.model, s.corpus.tokenizer, s.config.to_dict(), record, optimizer, rank_rng),
+                build_checkpoint(
+                    s.model, s.corpus.tokenizer, s.config.to_dict(), record, optimizer, rank_rng
+                ),
                 path,
             )
         if with_state:
@@ -370,7 +372,7 @@ def _fits(value: Any, default: Any) -> bool:
 def _record_step(path: Path) -> int | None:
     """The step a checkpoint's record holds, or None if it is missing or does not read."""
     try:
-        return read_checkpoint(path)["record"]["step"]
+        return read_checkpoint(path).record["step"]
     except (UserError, KeyError, TypeError):
         return None
 

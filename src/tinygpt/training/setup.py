@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tinygpt.checkpoint import model_from_payload
+from tinygpt.checkpoint import Checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.data import Batches, Corpus, load_corpus
 from tinygpt.errors import UserError
@@ -57,15 +57,15 @@ class Setup:
             self.ranks,
         )
 
-    def _restore_optimizer(self, saved: dict[str, Any]) -> None:
-        was = saved.get("config", {}).get("train", {}).get("optimizer", "adamw")
+    def _restore_optimizer(self, saved: Checkpoint) -> None:
+        was = (saved.run_section("train") or {}).get("optimizer", "adamw")
         now = self.config.train.optimizer
         if was != now:
             raise UserError(
                 f"--resume: the run trained with train.optimizer {was}, the config says {now}; "
                 f"resume with the run's own config.yaml (or --set train.optimizer={was})"
             )
-        self.optimizer.load_state_dict(saved["optimizer"])
+        self.optimizer.load_state_dict(_needed(saved.optimizer, "optimizer"))
 
     def rng_state(self) -> dict[str, torch.Tensor]:
         """This rank's random states, as a checkpoint keeps them."""
@@ -74,7 +74,7 @@ class Setup:
             state["cuda"] = torch.cuda.get_rng_state(self.ranks.device)
         return state
 
-    def restore(self, saved: dict[str, Any], path: Path) -> None:
+    def restore(self, saved: Checkpoint, path: Path) -> None:
         """The optimizer and this rank's random states from a last.pt (weights are set up from it).
 
         A last.pt whose states are missing or do not fit this model (a best.pt copied over it,
@@ -83,7 +83,7 @@ class Setup:
         try:
             self._restore_optimizer(saved)
             _check_optimizer_state(self.optimizer)
-            by_rank = saved.get("rank_rng", [saved["rng"]])
+            by_rank = _needed(saved.rng, "rng")
             if self.ranks.rank >= len(by_rank):  # a rank the saved run did not have starts its own stream
                 return
             state = by_rank[self.ranks.rank]
@@ -100,9 +100,9 @@ class Setup:
 
 
 def set_up(
-    config: RunConfig, ranks: Ranks, saved: dict[str, Any] | None = None, saved_path: Path | None = None
+    config: RunConfig, ranks: Ranks, saved: Checkpoint | None = None, saved_path: Path | None = None
 ) -> Setup:
-    """Build the process's training state; from `saved` (a last.pt's payload) when resuming.
+    """Build the process's training state; from `saved` (a last.pt) when resuming.
 
     Checks come first (precision, compile, the corpus, will it fit), so a mistake
     stops before any weight is allocated.
@@ -119,7 +119,7 @@ def set_up(
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
     if saved is not None:
         _check_same_model(saved, model_config, saved_path)
-        model = model_from_payload(saved, saved_path)
+        model = saved.build_model(saved_path)
     else:
         model = GPT(model_config)
     model.to(device)
@@ -145,9 +145,16 @@ def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                     raise ValueError(f"its {name} is {shapes}")
 
 
-def _check_same_model(saved: dict, model_config: GPTConfig, path: Path | None) -> None:
-    if saved["model_config"] != vars(model_config):
+def _needed(state: Any, name: str) -> Any:
+    """A last.pt's optimizer or random states, which a best.pt (or a file edited by hand) lacks."""
+    if state is None:
+        raise KeyError(name)  # said as "no 'name'" by restore
+    return state
+
+
+def _check_same_model(saved: Checkpoint, model_config: GPTConfig, path: Path | None) -> None:
+    if saved.model_config != vars(model_config):
         raise UserError(
             f"--resume: the config's model ({vars(model_config)}) differs from the one in "
-            f"{path} ({saved['model_config']}); resume with the run's own config.yaml"
+            f"{path} ({saved.model_config}); resume with the run's own config.yaml"
         )
