@@ -1,7 +1,6 @@
 """Head roles, switching heads off and the logit lens, each held to an independent reference."""
 
 import copy
-import re
 from pathlib import Path
 
 import pytest
@@ -11,18 +10,19 @@ from tinygpt import GPT, GPTConfig
 from tinygpt.ablate import ablated, mean_head_outputs, parse_heads
 from tinygpt.data import validation_windows
 from tinygpt.errors import UserError
-from tinygpt.explain.heads import (
+from tinygpt.explain.heads import entropy, head_reports, induction_probes, loss
+from tinygpt.explain.lens import logit_lens
+from tinygpt.explain.roles import (
     ROLES,
+    SHORT_NAMES,
+    TABLE,
+    THRESHOLDS,
+    WORDS,
     Boundaries,
-    entropy,
-    head_reports,
-    induction_probes,
     induction_scores,
     label,
-    loss,
     role_scores,
 )
-from tinygpt.explain.lens import logit_lens
 from tinygpt.model import attention_weights
 
 T = 16
@@ -226,8 +226,10 @@ def test_an_induction_circuit_built_by_hand_is_found_and_its_head_carries_the_se
     )  # it helps where it copies
 
 
-def test_the_page_has_words_for_every_role():
-    """The explainer page says in words what each label means (explainer.js, ROLE_WORDS)."""
+def test_every_role_is_one_record_with_its_words_for_the_page():
+    """The page says in words what each label means: roles.WORDS, which page.py puts into its data."""
+    assert list(WORDS) == [*ROLES, "mixed"] and all(WORDS.values())
+    assert [role.name for role in TABLE] == list(ROLES) == list(THRESHOLDS) == list(SHORT_NAMES)
+    assert all(len(role.short) <= 6 for role in TABLE)  # the width of a table's column
     script = (Path(__file__).resolve().parents[1] / "src/tinygpt/explain/assets/explainer.js").read_text()
-    table = script.split("const ROLE_WORDS = {", 1)[1].split("};", 1)[0]
-    assert re.findall(r"^\s+(\w+):", table, flags=re.M) == [*ROLES, "mixed"]
+    assert "DATA.role_words[" in script and "ROLE_WORDS" not in script  # the page reads them from its data

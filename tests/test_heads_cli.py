@@ -9,7 +9,7 @@ from conftest import tiny_raw, train
 from tinygpt.app.cli import main
 from tinygpt.app.sample import sample
 from tinygpt.config import from_dict
-from tinygpt.explain.heads import ROLES
+from tinygpt.explain.roles import ROLES
 
 
 @pytest.fixture(scope="module")

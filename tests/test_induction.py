@@ -19,7 +19,8 @@ from conftest import train
 from tinygpt.ablate import ablated
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
-from tinygpt.explain.heads import THRESHOLDS, checkpoint_heads, induction_probes, loss
+from tinygpt.explain.heads import checkpoint_heads, induction_probes, loss
+from tinygpt.explain.roles import THRESHOLDS
 from tinygpt.explain.timeline import first_cleared
 from tinygpt.snapshots import read_timeline
 

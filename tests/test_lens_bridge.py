@@ -18,7 +18,7 @@ from tinygpt.app.lens_bridge import (
 )
 from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.errors import UserError
-from tinygpt.explain.heads import Boundaries, role_scores
+from tinygpt.explain.roles import Boundaries, role_scores
 from tinygpt.model import attention_weights
 from tinygpt.tokenizer import CharTokenizer
 

@@ -16,6 +16,7 @@ from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.page import loss_curves, page_data, render_page, write_page
 from tinygpt.explain.pca import principal_components
+from tinygpt.explain.roles import WORDS
 from tinygpt.explain.trace import trace_prompt
 
 PROMPT = '<b>Tom & "J'
@@ -131,7 +132,9 @@ def test_page_checks_the_token(odd_checkpoint, token):
 
 
 def test_page_carries_each_heads_role(odd_checkpoint):
-    roles = page_data(odd_checkpoint, PROMPT)["roles"]
+    data = page_data(odd_checkpoint, PROMPT)
+    roles = data["roles"]
+    assert data["role_words"] == WORDS  # what the page says each label means: the roles' own records
     reports = checkpoint_heads(odd_checkpoint).reports
     assert [(r["layer"], r["head"]) for r in roles] == [(r.layer, r.head) for r in reports]
     for role, report in zip(roles, reports, strict=True):

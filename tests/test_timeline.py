@@ -12,7 +12,7 @@ from tinygpt.app.cli import main
 from tinygpt.checkpoint import load_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
-from tinygpt.explain.heads import ROLES
+from tinygpt.explain.roles import ROLES
 from tinygpt.explain.timeline import SAMPLE_LENGTH, first_cleared, page_timeline, timeline_table
 from tinygpt.metrics import read_metrics
 from tinygpt.snapshots import FILE_NAME, PROBE_LENGTH, read_timeline

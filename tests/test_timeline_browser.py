@@ -3,8 +3,8 @@
 import pytest
 from test_page_browser import browser, open_page  # noqa: F401 (fixtures)
 
-from tinygpt.explain.heads import ROLES
 from tinygpt.explain.page import write_page
+from tinygpt.explain.roles import ROLES
 from tinygpt.snapshots import FILE_NAME, read_timeline
 
 pytestmark = pytest.mark.slow  # headless Chromium

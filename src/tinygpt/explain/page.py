@@ -39,6 +39,7 @@ from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, o
 from tinygpt.explain.heads import page_roles
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.pca import principal_components
+from tinygpt.explain.roles import WORDS
 from tinygpt.explain.timeline import page_timeline
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files import write_atomic
@@ -168,6 +169,7 @@ def page_data(
         "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
         "roles": roles,
         "roles_note": roles_note,
+        "role_words": WORDS,  # what each label means, said when a head's label is hovered over
         "means": means,  # (n_layer, C): what a switched-off head outputs in mean mode
         "means_note": means_note,
         "backward": backward,

@@ -19,16 +19,8 @@ from tinygpt.config import RunConfig
 from tinygpt.data import Corpus, validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import escaped
-from tinygpt.explain.heads import (
-    ROLES,
-    SHORT_NAMES,
-    THRESHOLDS,
-    Boundaries,
-    induction_probes,
-    induction_scores,
-    label,
-    role_scores,
-)
+from tinygpt.explain.heads import induction_probes
+from tinygpt.explain.roles import ROLES, SHORT_NAMES, THRESHOLDS, Boundaries, label, scores_of
 from tinygpt.files import write_atomic
 from tinygpt.generate import generate
 from tinygpt.metrics import read_metrics
@@ -82,8 +74,7 @@ class Recorder:
         probe_weights = attention_weights(model, self.probes.to(device))
         heads = []
         for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
-            scores = role_scores(tw.cpu(), self.windows, self.ends)
-            scores["induction"] = induction_scores(pw.cpu())
+            scores = scores_of(tw.cpu(), self.windows, pw.cpu(), self.probes, self.ends)
             for head in range(model.config.n_head):
                 mine = {role: round(float(scores[role][head]), DECIMALS) for role in ROLES}
                 heads.append({"layer": layer, "head": head, "scores": mine, "label": label(mine)})

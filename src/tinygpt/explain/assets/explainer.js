@@ -481,17 +481,6 @@ function shadeOf(weight) {
   return `rgb(${white.map((from, channel) => Math.round(from + (blue[channel] - from) * weight)).join(",")})`;
 }
 
-const ROLE_WORDS = {
-  previous: "looks at the character just before",
-  self: "looks at its own position",
-  first: "parks its attention on the first position (an attention sink)",
-  same_char: "looks at earlier copies of the same character",
-  word_start: "looks at the start of the current word (the last space or newline)",
-  line_start: "looks at the start of the current line (the last newline)",
-  induction: "looks at what followed this character last time (induction)",
-  mixed: "no single named role clears its threshold",
-};
-
 // the role of head hd of layer `layer` as inspect --heads computed it, or null
 function roleOf(layer, hd) {
   return DATA.roles ? DATA.roles.find((r) => r.layer === layer && r.head === hd) : null;
@@ -517,7 +506,7 @@ function roleButton(layer, hd) {
     class: `role${off ? " off" : ""}`,
     "data-layer": layer,
     "data-head": hd,
-    title: `${role ? `${named}: ${ROLE_WORDS[named]}. ` : ""}Scores: ${scores}. ${action}`,
+    title: `${role ? `${named}: ${DATA.role_words[named]}. ` : ""}Scores: ${scores}. ${action}`,
     text: off ? `off · ${named}` : named + score,
     onclick: () => toggleHead(layer, hd),
   });
