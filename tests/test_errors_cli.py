@@ -414,7 +414,7 @@ def trained_run(tmp_path_factory) -> Path:
 WARM_RUNNER = """
 import json, os, resource, runpy, sys, traceback
 import torch  # the slow part of every start, done once
-import tinygpt.app.cli, tinygpt.explain.inspect, tinygpt.app.sample, tinygpt.training.loop
+import tinygpt.app.cli, tinygpt.explain.report, tinygpt.app.sample, tinygpt.training.loop
 
 
 def run(job):

@@ -2,6 +2,7 @@
 
 import ast
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +113,7 @@ def test_sampling_and_looking_inside_load_no_training_module():
     """In a fresh interpreter: generation and every inspect/explain entry point, and nothing of training."""
     code = (
         "import sys\n"
-        "import tinygpt.app.sample, tinygpt.generate, tinygpt.explain.inspect, tinygpt.explain.walkthrough\n"
+        "import tinygpt.app.sample, tinygpt.generate, tinygpt.explain.report, tinygpt.explain.walkthrough\n"
         "import tinygpt.explain.page, tinygpt.explain.heatmap, tinygpt.app.export, tinygpt.app.evaluate\n"
         "print(sorted(m for m in sys.modules if m.startswith('tinygpt')))\n"
         "print(sorted(m for m in sys.modules if m.startswith('tinygpt.training')))\n"
@@ -130,3 +131,12 @@ def test_the_model_config_and_the_run_configs_model_section_have_the_same_fields
     assert shape == section | {"vocab_size"}  # the vocabulary comes from the corpus, not the config
     defaults = {f.name: f.default for f in dataclasses.fields(GPTConfig) if f.name in section}
     assert all(d is not dataclasses.MISSING for n, d in defaults.items() if n in ("dropout", "bias"))
+
+
+@pytest.mark.parametrize("room_name", ["app", "explain", "training"])
+def test_each_rooms_index_names_every_module_in_it(room_name):
+    """A room's __init__.py says what each of its modules is: one line per module, none left out."""
+    init = PACKAGE / room_name / "__init__.py"
+    index = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    listed = set(re.findall(r"^(\w+\.py)\s", index, flags=re.M))
+    assert listed == {p.name for p in init.parent.glob("*.py")} - {"__init__.py"}

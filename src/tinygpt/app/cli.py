@@ -113,7 +113,7 @@ def _add_train(subparsers) -> None:
     )
     p.add_argument("--resume", action="store_true", help="continue the run in out_dir from its last.pt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=commands.train)
+    p.set_defaults(func=commands.train_command)
 
 
 def _add_sample(subparsers) -> None:
@@ -137,7 +137,7 @@ def _add_sample(subparsers) -> None:
         help="recompute the whole window each step (exact sliding window, slower)",
     )
     _add_ablate(p)
-    p.set_defaults(func=commands.sample)
+    p.set_defaults(func=commands.sample_command)
 
 
 def _add_inspect(subparsers) -> None:
@@ -163,7 +163,7 @@ def _add_inspect(subparsers) -> None:
         help="with --timeline: first write timeline.jsonl from the checkpoints of a run that recorded none",
     )
     _add_ablate(p)
-    p.set_defaults(func=commands.inspect)
+    p.set_defaults(func=commands.inspect_command)
 
 
 def _add_explain(subparsers) -> None:
@@ -207,7 +207,7 @@ def _add_explain(subparsers) -> None:
     p.add_argument("--q", type=_numbers, metavar="Q", help="by hand, without a model: a query, e.g. 1,0.5")
     p.add_argument("--keys", type=_numbers, nargs="+", metavar="K", help="by hand: keys, e.g. 1,0 0.5,1")
     p.add_argument("--values", type=_numbers, nargs="+", metavar="V", help="by hand: one value per key")
-    p.set_defaults(func=commands.explain)
+    p.set_defaults(func=commands.explain_command)
 
 
 def _add_export(subparsers) -> None:
@@ -230,7 +230,7 @@ def _add_export(subparsers) -> None:
         help="hf: a transformers GPT-2 directory; transformer-lens: the same, checked in TransformerLens; "
         "safetensors: bare weights + JSON (default hf)",
     )
-    p.set_defaults(func=commands.export)
+    p.set_defaults(func=commands.export_command)
 
 
 def _add_evaluate(subparsers) -> None:
@@ -249,7 +249,7 @@ def _add_evaluate(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="windows per forward pass (default 64)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="default auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=commands.evaluate)
+    p.set_defaults(func=commands.evaluate_command)
 
 
 def _add_bench(subparsers) -> None:
@@ -273,7 +273,7 @@ def _add_bench(subparsers) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=commands.bench)
+    p.set_defaults(func=commands.bench_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from tinygpt.app.job_exit import leave_job_if_failed
 from tinygpt.errors import UserError
 
 
-def train(args: argparse.Namespace) -> int:
+def train_command(args: argparse.Namespace) -> int:
     from tinygpt.config import load_config
 
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
@@ -30,7 +30,7 @@ def train(args: argparse.Namespace) -> int:
         if is_main_process():
             print(e, file=sys.stderr)
             if (Path(config.out_dir) / "last.pt").is_file():
-                print(f"to resume: {resume_command(config.out_dir)}", file=sys.stderr)
+                print(f"to resume: {resume_line(config.out_dir)}", file=sys.stderr)
         return leave_job_if_failed(e.exit_code)  # under torchrun, the rank ends here (see there why)
     if is_main_process():  # under torchrun, once for the job
         print(
@@ -56,7 +56,7 @@ def run_of_own_config(config_path: str, out_dir: str, overrides: list[str]) -> s
     return str(here)
 
 
-def resume_command(out_dir: str) -> str:
+def resume_line(out_dir: str) -> str:
     """The command that continues the run in out_dir, from its own resolved config.yaml."""
     script = sys.argv[0]
     if Path(script).name != "train.py":
@@ -68,7 +68,7 @@ def resume_command(out_dir: str) -> str:
     return f"{program} --config {shlex.quote(str(Path(out_dir) / 'config.yaml'))} --resume"
 
 
-def sample(args: argparse.Namespace) -> None:
+def sample_command(args: argparse.Namespace) -> None:
     from tinygpt.app.sample import sample
 
     sample(
@@ -95,8 +95,8 @@ def ablate_mode(args: argparse.Namespace) -> str:
     return args.ablate_mode or "zero"
 
 
-def inspect(args: argparse.Namespace) -> None:
-    from tinygpt.explain.inspect import describe, inspect_prompt
+def inspect_command(args: argparse.Namespace) -> None:
+    from tinygpt.explain.report import describe, inspect_prompt
 
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
@@ -145,14 +145,14 @@ def inspect(args: argparse.Namespace) -> None:
     print(report)
 
 
-def explain(args: argparse.Namespace) -> None:
-    from tinygpt.explain.walkthrough import explain, explain_vectors
+def explain_command(args: argparse.Namespace) -> None:
+    from tinygpt.explain.walkthrough import walkthrough_of, walkthrough_of_vectors
 
     by_hand = [args.q, args.keys, args.values]
     if any(x is not None for x in by_hand):
         if any(x is None for x in by_hand):
             raise UserError("--q, --keys and --values go together: give all three")
-        print(explain_vectors(args.q, args.keys, args.values))
+        print(walkthrough_of_vectors(args.q, args.keys, args.values))
         return
     from tinygpt.checkpoint import chosen_checkpoint
 
@@ -175,7 +175,7 @@ def explain(args: argparse.Namespace) -> None:
         print(page)
         return
     print(
-        explain(
+        walkthrough_of(
             checkpoint,
             args.prompt,
             args.layer,
@@ -209,13 +209,13 @@ def read_prompt_file(path: str) -> str:
         ) from None
 
 
-def export(args: argparse.Namespace) -> None:
+def export_command(args: argparse.Namespace) -> None:
     from tinygpt.app.export import export
 
     print(export(args.checkpoint, args.out_dir, args.format))
 
 
-def evaluate(args: argparse.Namespace) -> None:
+def evaluate_command(args: argparse.Namespace) -> None:
     from tinygpt.app.evaluate import evaluate_checkpoint
 
     result = evaluate_checkpoint(
@@ -224,7 +224,7 @@ def evaluate(args: argparse.Namespace) -> None:
     print(result.summary())
 
 
-def bench(args: argparse.Namespace) -> None:
+def bench_command(args: argparse.Namespace) -> None:
     import json
 
     from tinygpt.app.bench import benchmark, format_report

@@ -1,9 +1,14 @@
 """Looking inside a checkpoint: every view is computed by the model's own forward pass.
 
-inspect.py      `tinygpt inspect`: config, vocabulary, parameters, record, heatmaps
+report.py       `tinygpt inspect`: config, vocabulary, parameters, record; with --prompt, heatmaps and lens
 trace.py        one prompt's trip through the model, every intermediate kept
 heatmap.py      attention weights as terminal heatmaps; the next-character table
+lens.py         the logit lens: what each layer already predicts
+roles.py        the roles a head can play, one record each (name, threshold, words, score)
+heads.py        `inspect --heads`: every head's role scores, entropy and importance
+timeline.py     `inspect --timeline`: each head's role at every evaluation; the recorder training is handed
 walkthrough.py  `tinygpt explain`: one character through one head, every number printed
+backward.py     `explain --backward`: the gradients back through that head, and one step
 page.py         `tinygpt explain --html`: the self-contained page (with assets/)
 pca.py          the 2-D map of the character embeddings
 glyphs.py       how any character shows on a terminal

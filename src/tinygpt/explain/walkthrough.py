@@ -173,7 +173,7 @@ def walkthrough(
     return "\n".join(lines)
 
 
-def explain(
+def walkthrough_of(
     checkpoint: str | Path,
     prompt: str,
     layer: int = 0,
@@ -217,7 +217,7 @@ def explain(
     return text
 
 
-def explain_vectors(q: list[float], keys: list[list[float]], values: list[list[float]]) -> str:
+def walkthrough_of_vectors(q: list[float], keys: list[list[float]], values: list[list[float]]) -> str:
     """Steps 4–6 on vectors given by hand: one query, keys and values (no model needed)."""
     if any(len(k) != len(q) for k in keys):
         raise UserError(f"every key needs as many numbers as the query ({len(q)})")
