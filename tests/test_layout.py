@@ -140,3 +140,22 @@ def test_each_rooms_index_names_every_module_in_it(room_name):
     index = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
     listed = set(re.findall(r"^(\w+\.py)\s", index, flags=re.M))
     assert listed == {p.name for p in init.parent.glob("*.py")} - {"__init__.py"}
+
+
+MAX_MODULE_LINES = 350
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_module_is_over_350_lines_and_no_function_over_60():
+    """Split by idea before a file or a function outgrows a screen or two (the count includes docstrings)."""
+    too_long = []
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").glob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_long.append(f"{path.relative_to(ROOT)}: {node.name} is {lines} lines")
+    assert not too_long, "\n".join(too_long)

@@ -14,13 +14,13 @@ and what is allowed.
 
 import dataclasses
 import difflib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tinygpt.config_checks import check_value, describe
 from tinygpt.errors import UserError
 from tinygpt.yaml_file import read_yaml
 
@@ -253,7 +253,7 @@ def _override_value(parts: list[str], text: str, source: str) -> Any:
         value = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, RecursionError):  # not YAML: keep it as the text it is
         value = text
-    _check_value(fields[parts[1]], value, ".".join(parts), source)
+    check_value(fields[parts[1]], value, ".".join(parts), source)
     return value
 
 
@@ -261,7 +261,7 @@ def _build_section(cls: type, values: dict, section: str, source: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in values:
         _check_known(key, list(fields), source, section + ".")
-    checked = {k: _check_value(fields[k], v, f"{section}.{k}", source) for k, v in values.items()}
+    checked = {k: check_value(fields[k], v, f"{section}.{k}", source) for k, v in values.items()}
     return cls(**checked)
 
 
@@ -271,81 +271,6 @@ def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
     close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
     hint = f"did you mean '{prefix}{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
     raise UserError(f"{source}: unknown key {prefix + str(key)!r}; {hint}")  # !r: quoted, escaped
-
-
-def _check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> Any:
-    """Check one value against its field's type and range; return it in the field's type."""
-    meta = f.metadata
-    allowed = _describe(f)
-    bad = f"{source}: {name} = {value!r} is not allowed; {name} must be {allowed}"
-    if f.type is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(bad)
-    elif f.type is float:
-        value = _as_float(value)
-        if value is None:
-            raise UserError(bad)
-    elif f.type is bool:
-        if not isinstance(value, bool):
-            raise UserError(bad)
-    elif f.type is str:
-        if not isinstance(value, str) or (not value and f.default != ""):  # "" only where it is the default
-            raise UserError(bad)
-        if meta["choices"] and value not in meta["choices"]:
-            raise UserError(bad)
-    elif f.type == list[float]:  # betas
-        items = [_as_float(v) for v in value] if isinstance(value, (list, tuple)) else []
-        if len(items) != 2 or any(v is None or not 0.0 <= v < 1.0 for v in items):
-            raise UserError(bad)
-        return items
-    if not _in_range(value, meta):
-        raise UserError(bad)
-    return value
-
-
-def _as_float(value: Any) -> float | None:
-    """A finite number, or None. Strings like '1e-3' count: YAML 1.1 reads them as text."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if not isinstance(value, (int, float)):
-        return None
-    try:
-        value = float(value)
-    except OverflowError:  # an integer too large for a float
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _in_range(value: Any, meta: Any) -> bool:
-    low, high = meta.get("low"), meta.get("high")
-    if low is not None and (value < low or (meta["low_open"] and value == low)):
-        return False
-    return not (high is not None and (value > high or (meta["high_open"] and value == high)))
-
-
-def _describe(f: dataclasses.Field) -> str:
-    """What a field allows, in words: 'an integer ≥ 1', 'one of cpu, cuda', …"""
-    meta = f.metadata
-    kinds = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
-    kind = kinds.get(f.type, "a list of two numbers in [0, 1)")  # the one list: betas
-    if meta.get("choices"):
-        return "one of " + ", ".join(meta["choices"])
-    bounds = []
-    if meta.get("low") is not None:
-        bounds.append(f"{'>' if meta['low_open'] else '≥'} {_number(meta['low'])}")
-    if meta.get("high") is not None:
-        bounds.append(f"{'<' if meta['high_open'] else '≤'} {_number(meta['high'])}")
-    return kind + (" " + " and ".join(bounds) if bounds else "")
-
-
-def _number(bound: float) -> str:
-    """1.0 -> '1', 4294967295 -> '4294967295': whole numbers in full, others as short as they go."""
-    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
 
 
 def _check_together(config: RunConfig, source: str) -> None:
@@ -375,7 +300,7 @@ def reference() -> str:
     for section, cls in SECTIONS.items():
         for f in dataclasses.fields(cls):
             default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            rows.append(f"| `{section}.{f.name}` | `{default}` | {_describe(f)} | {f.metadata['help']} |")
+            rows.append(f"| `{section}.{f.name}` | `{default}` | {describe(f)} | {f.metadata['help']} |")
     rows.append(
         f"| `out_dir` | `checkpoints/<config name>` | a path | "
         f"{RunConfig.__dataclass_fields__['out_dir'].metadata['help']} |"

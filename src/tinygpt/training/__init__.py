@@ -11,6 +11,7 @@ interrupt.py    Ctrl-C and SIGTERM: save, then stop
 divergence.py   a NaN or infinite loss stops the run before it reaches a checkpoint
 memory.py       will it fit? checked before any weight is allocated
 distributed.py  torchrun, the process group, DDP
+progress.py     where a run stands (the record --resume restores), its summary and its progress bar
 loggers.py      TensorBoard and Weights & Biases, fed at every evaluation beside metrics.jsonl
 attention_image.py  one layer's attention as an RGB image, for the loggers
 launch.py       tinygpt-torchrun: torchrun, ending quietly on Ctrl-C and without NumPy's warning

@@ -13,54 +13,28 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 import torch
 from tqdm import tqdm
 
-from tinygpt.checkpoint import build_checkpoint, read_checkpoint, save_checkpoint
+from tinygpt.checkpoint import Checkpoint, build_checkpoint, read_checkpoint, save_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.data import Corpus
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
-from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
 from tinygpt.training.loggers import Loggers
-from tinygpt.training.precision import cpu_multiplies_bfloat16, out_of_memory
+from tinygpt.training.precision import out_of_memory
+from tinygpt.training.progress import Bar, Progress, print_summary
 from tinygpt.training.run_dir import RunDirectory
 from tinygpt.training.setup import RESUME_ADVICE, Setup, set_up
 from tinygpt.training.step import estimate_loss, global_batch, lr_at
-
-
-@dataclass
-class Progress:
-    """Where the run stands: the part of the training record that --resume restores."""
-
-    step: int = 0
-    tokens_seen: int = 0
-    best_val_loss: float = float("inf")
-    best_step: int | None = None
-    wall_time_s: float = 0.0
-    train_loss: float | None = None
-    val_loss: float | None = None
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any], path: Path) -> "Progress":
-        """Where the run in `path` stood; a record that lacks a field (or holds the wrong kind of value)
-        is a UserError naming the file."""
-        fields = dataclasses.fields(cls)
-        missing = [f.name for f in fields if f.name not in record]
-        wrong = [f.name for f in fields if f.name in record and not _fits(record[f.name], f.default)]
-        if missing or wrong:
-            what = f"lacks {', '.join(missing)}" if missing else f"has a wrong {', '.join(wrong)}"
-            raise UserError(f"--resume: the training record in {path} {what}; {RESUME_ADVICE}")
-        return cls(**{f.name: record[f.name] for f in fields})
 
 
 class Listener(Protocol):
@@ -125,21 +99,10 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    state = Progress.from_record(saved.record, run.last) if saved is not None else Progress()
-    if saved is not None:
-        setup.restore(saved, run.last)
-        if ranks.is_main:
-            run.rewind_metrics(state.step)
+    state, evaluated_at_start = _where_it_starts(saved, setup, run)
     start_step = state.step
-    # a run stopped during an evaluation saved last.pt without it: the resumed run evaluates that step first
-    evaluated_at_start = saved is not None and any(e["step"] == start_step for e in read_metrics(run.metrics))
-    if start_step > t.max_iters:
-        raise UserError(
-            f"--resume: {run.last} is at step {start_step}, past train.max_iters = {t.max_iters}; "
-            f"set train.max_iters above {start_step} to train on"
-        )
     if ranks.is_main:
-        _print_summary(setup, run, start_step)
+        print_summary(setup, run.path, start_step)
     training = Training(setup, run, state, stop, saved is not None, loggers, listeners)
     if ranks.is_main:  # rank 0 logs, as it writes metrics.jsonl
         first_logged = start_step + 1 if evaluated_at_start else start_step
@@ -148,23 +111,14 @@ def _train(
         training.repair_best()
 
     # ---------------------------------------------------------------- loop
-    bar = tqdm(
-        total=t.max_iters,
-        initial=start_step,
-        disable=not progress or not ranks.is_main,
-        unit="step",
-        dynamic_ncols=True,
-    )
-    utilisation = None if bar.disable else _utilisation(setup)
-    with bar:  # closed however the loop ends, so that an error line starts on a line of its own
-        interval_start, interval_steps = time.perf_counter(), 0
+    with Bar(setup, start_step, shown=progress and ranks.is_main) as bar:
         step = start_step
         stop.arm()
         while True:
             last_step = step == t.max_iters
             done_before = evaluated_at_start and step == start_step  # by the run that saved last.pt
             if (step % t.eval_interval == 0 or last_step) and not done_before:
-                training.evaluate(step, bar)
+                training.evaluate(step, bar.tqdm)
             if last_step:
                 break
             signum = _agreed_stop(stop, ranks, step, t.log_interval)
@@ -174,18 +128,30 @@ def _train(
             loss, grad_norm = setup.step(step)
             step += 1
             training.stepped(step, loss, grad_norm)
-            bar.update(1)
-
-            interval_steps += 1
+            bar.stepped()
             if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
                 training.check_losses(step)
-                now = time.perf_counter()
-                speed = interval_steps * setup.tokens_per_step / (now - interval_start)
-                lr = lr_at(step - 1, t)
-                mfu = f"{utilisation.of(speed):.1%}" if utilisation else None
-                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", mfu=mfu)
-                interval_start, interval_steps = now, 0
+                bar.show(loss.item(), lr_at(step - 1, t))
     return training.finish()
+
+
+def _where_it_starts(saved: Checkpoint | None, setup: Setup, run: RunDirectory) -> tuple[Progress, bool]:
+    """Step 0, or the step last.pt holds with its state restored; and whether that step was evaluated."""
+    if saved is None:
+        return Progress(), False
+    state = Progress.from_record(saved.record, run.last)
+    setup.restore(saved, run.last)
+    if setup.ranks.is_main:
+        run.rewind_metrics(state.step)
+    # a run stopped during an evaluation saved last.pt without it: the resumed run evaluates that step first
+    evaluated = any(e["step"] == state.step for e in read_metrics(run.metrics))
+    max_iters = setup.config.train.max_iters
+    if state.step > max_iters:
+        raise UserError(
+            f"--resume: {run.last} is at step {state.step}, past train.max_iters = {max_iters}; "
+            f"set train.max_iters above {state.step} to train on"
+        )
+    return state, evaluated
 
 
 class Training:
@@ -359,31 +325,12 @@ class Training:
         }
 
 
-def _fits(value: Any, default: Any) -> bool:
-    """A record's value is of its field's kind: counts whole numbers ≥ 0, the rest numbers, and
-    None where the field starts unset (no evaluation yet)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(default, int):
-        return isinstance(value, int) and value >= 0
-    return isinstance(value, (int, float)) or (default is None and value is None)
-
-
 def _record_step(path: Path) -> int | None:
     """The step a checkpoint's record holds, or None if it is missing or does not read."""
     try:
         return read_checkpoint(path).record["step"]
     except (UserError, KeyError, TypeError):
         return None
-
-
-def _utilisation(setup: Setup) -> Utilisation:
-    """MFU as `tinygpt bench` computes it, for the progress bar, against a peak measured here in a
-    second or two: at the smallest of bench's matmul sizes, so it can read a little above bench's."""
-    device, dtype = setup.ranks.device, getattr(torch, setup.precision.dtype)
-    quick = MATMUL_SIZES.get(device.type, MATMUL_SIZES["cpu"])[:1]
-    peak = matmul_peak(device, dtype, quick, progress=False)["flops"] * setup.ranks.world_size
-    return Utilisation(flops_per_token(setup.model), peak)
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:
@@ -399,37 +346,3 @@ def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int 
     if step % every:
         return None
     return int(ranks.max(torch.tensor(stop.signum or 0, device=ranks.device)).item()) or None
-
-
-def _print_summary(setup: Setup, run: RunDirectory, step: int) -> None:
-    model, corpus, ranks, t = setup.model, setup.corpus, setup.ranks, setup.config.train
-    c, device, dtype = model.config, ranks.device, setup.precision.dtype
-    print(
-        f"model: {model.num_params() / 1e6:.2f}M parameters ({c.n_layer} layers, {c.n_head} heads, "
-        f"{c.n_embd} wide, block {c.block_size})"
-    )
-    print(
-        f"corpus: {corpus.path} ({len(corpus.train) + len(corpus.val):,} characters, "
-        f"vocabulary {corpus.tokenizer.vocab_size})"
-    )
-    print(
-        f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
-        f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
-        f"{f', resuming at step {step}' if step else ''}; run directory {run.path}"
-    )
-    if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
-        print(
-            "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "
-            "slower than float32 here; set train.dtype to auto or float32"
-        )
-    if t.optimizer == "muon" and device.type == "cpu" and not cpu_multiplies_bfloat16():
-        print(
-            "note: train.optimizer muon orthogonalises in bfloat16, which this CPU has no instructions "
-            "for: each step's update is slow here (BENCHMARKS.md); train.optimizer adamw is faster"
-        )
-    if ranks.distributed:
-        print(
-            f"distributed: {ranks.world_size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), "
-            f"global batch {global_batch(t, ranks)} = {t.batch_size} per rank × {ranks.world_size} ranks "
-            f"× {t.grad_accum_steps} accumulation steps"
-        )

@@ -1,0 +1,146 @@
+"""Where a run stands and what it shows: the record --resume restores, the summary printed
+before the first step, and the progress bar (loss, learning rate, tokens/s and MFU).
+"""
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from tinygpt.errors import UserError
+from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
+from tinygpt.training.precision import cpu_multiplies_bfloat16
+from tinygpt.training.setup import RESUME_ADVICE, Setup
+from tinygpt.training.step import global_batch
+
+ABOVE_PEAK_NOTE = (
+    "note: mfu shows 100%+ where the model computes faster than the matmul peak measured when the run "
+    "started, which a busy machine measures low then; tinygpt bench measures the peak at several sizes"
+)
+
+
+@dataclass
+class Progress:
+    """Where the run stands: the part of the training record that --resume restores."""
+
+    step: int = 0
+    tokens_seen: int = 0
+    best_val_loss: float = float("inf")
+    best_step: int | None = None
+    wall_time_s: float = 0.0
+    train_loss: float | None = None
+    val_loss: float | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], path: Path) -> "Progress":
+        """Where the run in `path` stood; a record that lacks a field (or holds the wrong kind of value)
+        is a UserError naming the file."""
+        fields = dataclasses.fields(cls)
+        missing = [f.name for f in fields if f.name not in record]
+        wrong = [f.name for f in fields if f.name in record and not _fits(record[f.name], f.default)]
+        if missing or wrong:
+            what = f"lacks {', '.join(missing)}" if missing else f"has a wrong {', '.join(wrong)}"
+            raise UserError(f"--resume: the training record in {path} {what}; {RESUME_ADVICE}")
+        return cls(**{f.name: record[f.name] for f in fields})
+
+
+def _fits(value: Any, default: Any) -> bool:
+    """A record's value is of its field's kind: counts whole numbers ≥ 0, the rest numbers, and
+    None where the field starts unset (no evaluation yet)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(default, int):
+        return isinstance(value, int) and value >= 0
+    return isinstance(value, (int, float)) or (default is None and value is None)
+
+
+class Bar:
+    """The training bar: a step at a time, and at each log interval the loss, the learning rate, and the
+    tokens/s and MFU since the previous one. Closed however the loop ends (a with block)."""
+
+    def __init__(self, setup: Setup, start_step: int, shown: bool):
+        t = setup.config.train
+        self.tqdm = tqdm(
+            total=t.max_iters, initial=start_step, disable=not shown, unit="step", dynamic_ncols=True
+        )
+        self.utilisation = None if self.tqdm.disable else utilisation_of(setup)
+        self.tokens_per_step = setup.tokens_per_step
+        self.since, self.steps = time.perf_counter(), 0
+        self.above_peak_said = False
+
+    def __enter__(self) -> "Bar":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.tqdm.close()  # so that an error line starts on a line of its own
+
+    def stepped(self) -> None:
+        self.tqdm.update(1)
+        self.steps += 1
+
+    def show(self, loss: float, lr: float) -> None:
+        """The figures of the log interval just ended."""
+        now = time.perf_counter()
+        speed = self.steps * self.tokens_per_step / (now - self.since)
+        self.tqdm.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", mfu=self.mfu(speed))
+        self.since, self.steps = now, 0
+
+    def mfu(self, tokens_per_s: float) -> str | None:
+        """The share of the measured peak, at most 100%: above it, "100%+", said once why."""
+        if self.utilisation is None:
+            return None
+        share = self.utilisation.of(tokens_per_s)
+        if share <= 1:
+            return f"{share:.1%}"
+        if not self.above_peak_said:
+            self.tqdm.write(ABOVE_PEAK_NOTE)
+            self.above_peak_said = True
+        return "100%+"
+
+
+def utilisation_of(setup: Setup) -> Utilisation:
+    """MFU as `tinygpt bench` computes it, for the progress bar, against a peak measured here in a
+    second or two: at the smallest of bench's matmul sizes, so it can read a little above bench's."""
+    device, dtype = setup.ranks.device, getattr(torch, setup.precision.dtype)
+    quick = MATMUL_SIZES.get(device.type, MATMUL_SIZES["cpu"])[:1]
+    peak = matmul_peak(device, dtype, quick, progress=False)["flops"] * setup.ranks.world_size
+    return Utilisation(flops_per_token(setup.model), peak)
+
+
+def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
+    """What is about to be trained, where and how: printed once (by rank 0) before the first step."""
+    model, corpus, ranks, t = setup.model, setup.corpus, setup.ranks, setup.config.train
+    c, device, dtype = model.config, ranks.device, setup.precision.dtype
+    print(
+        f"model: {model.num_params() / 1e6:.2f}M parameters ({c.n_layer} layers, {c.n_head} heads, "
+        f"{c.n_embd} wide, block {c.block_size})"
+    )
+    print(
+        f"corpus: {corpus.path} ({len(corpus.train) + len(corpus.val):,} characters, "
+        f"vocabulary {corpus.tokenizer.vocab_size})"
+    )
+    print(
+        f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
+        f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
+        f"{f', resuming at step {step}' if step else ''}; run directory {run_dir}"
+    )
+    if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
+        print(
+            "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "
+            "slower than float32 here; set train.dtype to auto or float32"
+        )
+    if t.optimizer == "muon" and device.type == "cpu" and not cpu_multiplies_bfloat16():
+        print(
+            "note: train.optimizer muon orthogonalises in bfloat16, which this CPU has no instructions "
+            "for: each step's update is slow here (BENCHMARKS.md); train.optimizer adamw is faster"
+        )
+    if ranks.distributed:
+        print(
+            f"distributed: {ranks.world_size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), "
+            f"global batch {global_batch(t, ranks)} = {t.batch_size} per rank × {ranks.world_size} ranks "
+            f"× {t.grad_accum_steps} accumulation steps"
+        )
