@@ -81,3 +81,14 @@ def test_the_explain_example_names_a_head_that_cpu_yaml_s_model_has():
     layer, head = map(int, re.search(r"--layer (\d+) --head (\d+)", explain.epilog).groups())
     model = load_config("configs/cpu.yaml").model
     assert layer < model.n_layer and head < model.n_head
+
+
+@pytest.mark.parametrize("command", ["sample", "inspect", "explain"])
+def test_the_ablate_example_names_heads_that_cpu_yaml_s_model_has(command):
+    """`--ablate`'s help names heads of the README's model (4 layers of 2 heads): it would refuse others."""
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices[command]
+    (ablate,) = [a for a in sub._actions if "--ablate" in a.option_strings]
+    heads = [map(int, h.split(".")) for h in re.search(r"--ablate ([\d.,]+)", ablate.help)[1].split(",")]
+    model = load_config("configs/cpu.yaml").model
+    assert heads and all(layer < model.n_layer and head < model.n_head for layer, head in heads)

@@ -34,14 +34,14 @@ def parse_heads(text: str, n_layer: int, n_head: int) -> list[Head]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         layer, dot, head = part.partition(".")
         if not dot or not layer.isdigit() or not head.isdigit():
-            raise UserError(f"--ablate {part!r}: write each head as LAYER.HEAD, e.g. --ablate 1.2,0.3")
+            raise UserError(f"--ablate {part!r}: write each head as LAYER.HEAD, e.g. --ablate 2.0,3.1")
         if int(layer) >= n_layer or int(head) >= n_head:
             raise UserError(
                 f"--ablate {part}: this model has layers 0 … {n_layer - 1} and heads 0 … {n_head - 1}"
             )
         heads.append((int(layer), int(head)))
     if not heads:
-        raise UserError("--ablate needs at least one head, e.g. --ablate 1.2")
+        raise UserError("--ablate needs at least one head, e.g. --ablate 2.0")
     return heads
 
 

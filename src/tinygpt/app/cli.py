@@ -80,7 +80,7 @@ def _add_prompt(p: argparse.ArgumentParser, help: str, default: str | None) -> N
 
 
 def _add_ablate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ablate", metavar="L.H[,L.H...]", help="switch these heads off, e.g. --ablate 1.2,0.3")
+    p.add_argument("--ablate", metavar="L.H[,L.H...]", help="switch these heads off, e.g. --ablate 2.0,3.1")
     p.add_argument(
         "--ablate-mode",
         choices=["zero", "mean"],
