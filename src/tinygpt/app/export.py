@@ -1,15 +1,7 @@
 """Export a checkpoint for other tools: a Hugging Face transformers GPT-2, or bare safetensors.
 
-`hf` writes a directory that `transformers.GPT2LMHeadModel.from_pretrained` and
-`AutoTokenizer.from_pretrained` load:
-
-    config.json, generation_config.json   GPT2Config: sizes, exact GELU, layer norm eps 1e-5, tied head
-    model.safetensors                      the weights under GPT-2's names
-    tokenizer.json, tokenizer_config.json  one token per character: the checkpoint's vocabulary, same ids
-    README.md                              where the model came from and how to use it
-
-The conversion is in tinygpt.app.hf. `transformer-lens` writes the same directory, checked in
-TransformerLens (tinygpt.app.lens_bridge).
+`hf` writes a directory that transformers loads (its files, and the conversion: tinygpt.app.hf).
+`transformer-lens` writes the same directory, checked in TransformerLens (tinygpt.app.lens_bridge).
 
 `safetensors` writes the bare weights under tinygpt's own names
 (model.safetensors, the tied lm_head stored once as wte) and config.json with
