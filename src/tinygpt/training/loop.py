@@ -48,7 +48,7 @@ class Listener(Protocol):
         """Before the first step: a mistake in what the listener was asked for stops the run here."""
 
     def evaluated(self, step: int, losses: dict[str, float], model: GPT) -> None:
-        """After the evaluation at `step`: losses["train"], losses["val"]; the model is in eval mode."""
+        """After the evaluation at `step`; leaves the model's mode as found."""
 
 
 def train(
@@ -60,7 +60,7 @@ def train(
     (see tinygpt.training.distributed); started plainly, it is one process. The run
     directory is locked for the whole run (by rank 0, which writes it). The first Ctrl-C
     or SIGTERM stops the run at the end of a step with last.pt saved, by raising
-    `Interrupted` (see tinygpt.training.interrupt).
+    `Interrupted` (see tinygpt.training.interrupt). `listeners` are told of each evaluation.
     """
     with (
         Loggers(config) as loggers,  # first: a logger's missing package is told before any work
