@@ -9,7 +9,7 @@ from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig
-from tinygpt.training import loop
+from tinygpt.training import progress  # where the summary and its notes are printed
 from tinygpt.training.optimizer import MuonWithAdamW, make_optimizer
 
 
@@ -81,7 +81,7 @@ MUON_NOTE = "note: train.optimizer muon orthogonalises in bfloat16"
 def test_resuming_with_another_optimizer_is_refused_before_any_note(
     corpus_file, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(loop, "cpu_multiplies_bfloat16", lambda: False)  # the note's CPU
+    monkeypatch.setattr(progress, "cpu_multiplies_bfloat16", lambda: False)  # the note's CPU
     raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=20)
     train(from_dict(raw), progress=False)
     raw["train"].update(optimizer="muon", max_iters=40)
@@ -94,10 +94,10 @@ def test_resuming_with_another_optimizer_is_refused_before_any_note(
 def test_muon_on_a_cpu_without_bfloat16_units_says_it_is_slow_there_once(
     corpus_file, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(loop, "cpu_multiplies_bfloat16", lambda: False)
+    monkeypatch.setattr(progress, "cpu_multiplies_bfloat16", lambda: False)
     train(from_dict(muon_raw(corpus_file, tmp_path / "slow", max_iters=2)), progress=False)
     assert capsys.readouterr().out.count(MUON_NOTE) == 1
-    monkeypatch.setattr(loop, "cpu_multiplies_bfloat16", lambda: True)
+    monkeypatch.setattr(progress, "cpu_multiplies_bfloat16", lambda: True)
     train(from_dict(muon_raw(corpus_file, tmp_path / "fast", max_iters=2)), progress=False)
     assert MUON_NOTE not in capsys.readouterr().out
 
