@@ -49,7 +49,8 @@ def test_the_wheel_ships_the_top_level_configs_and_an_install_finds_them_from_an
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"tinygpt/configs/{p.name}" for p in (ROOT / "configs").glob("*.yaml")}
     assert len(shipped) == 4 and shipped <= names
-    assert {"tinygpt/explain/assets/explainer.html", "tinygpt/explain/assets/explainer.js"} <= names
+    modules = {f"tinygpt/explain/assets/{p.name}" for p in (ROOT / "src/tinygpt/explain/assets").glob("*.js")}
+    assert {"tinygpt/explain/assets/explainer.html", "tinygpt/explain/assets/main.js"} | modules <= names
     assert {"tinygpt/app/cli.py", "tinygpt/training/loop.py"} <= names
 
     site = tmp_path / "site"  # installed, not editable: no checkout beside it

@@ -9,7 +9,7 @@ from tinygpt.snapshots import FILE_NAME, read_timeline
 
 pytestmark = pytest.mark.slow  # headless Chromium
 
-WHITE, BLUE = (247, 251, 255), (8, 48, 107)  # explainer.js's shadeOf: weight 0 → white, 1 → deep blue
+WHITE, BLUE = (247, 251, 255), (8, 48, 107)  # grid.js's shadeOf: weight 0 → white, 1 → deep blue
 
 
 def shade(weight: float) -> list[int]:

@@ -1,6 +1,7 @@
 """The interactive explainer page: one self-contained HTML file, built from a checkpoint and a prompt.
 
-The page (explain/assets/explainer.html, .css, .js, inlined) opens with attention on
+The page (explain/assets/explainer.html and .css, and the JavaScript modules beside them joined into
+one script by page_script, all inlined) opens with attention on
 a worked example small enough to read, then shows the prompt's tokens with their top-5
 next characters and the logit lens, a layer × head grid of attention heatmaps labelled
 with each head's role (explain/heads.py; a click on the label switches the head off),
@@ -23,6 +24,7 @@ import base64
 import ctypes
 import html
 import json
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -201,11 +203,35 @@ def render_page(data: dict[str, Any]) -> str:
         style="\n".join(
             (assets / name).read_text(encoding="utf-8") for name in ("explainer.css", "timeline.css")
         ),
-        script="\n".join(
-            (assets / name).read_text(encoding="utf-8") for name in ("explainer.js", "timeline.js")
-        ),
+        script=page_script(),
         data=script_json(data),
     )
+
+
+SCRIPT_ENTRY = "main.js"  # the page's script: this module, after every module it imports (assets/*.js)
+IMPORT = re.compile(r'^import (?:\{[^}]*\} from )?"\./([\w-]+\.js)";\n', re.MULTILINE)
+EXPORT = re.compile(r"^export (?=function |const |let )", re.MULTILINE)
+
+
+def page_script(entry: str = SCRIPT_ENTRY) -> str:
+    """The page's JavaScript modules as one script, as a page opened from disk must have it (a browser
+    loads no module into a file:// page): each module once, after the modules it imports, its import
+    statements and export keywords taken out. The modules' top-level names are therefore distinct: a
+    name declared twice makes the browser refuse the whole script, which the browser tests would see."""
+    assets = resources.files("tinygpt.explain") / "assets"
+    sources: dict[str, str] = {}  # module -> its source, in the order they run
+
+    def visit(name: str) -> None:
+        if name in sources:
+            return
+        text = (assets / name).read_text(encoding="utf-8")
+        sources[name] = text  # before its imports are visited, so that a circle of imports ends
+        for imported in IMPORT.findall(text):
+            visit(imported)
+        sources[name] = sources.pop(name)  # moved after every module it imports
+
+    visit(entry)
+    return "\n".join(f"// {name}\n{EXPORT.sub('', IMPORT.sub('', text))}" for name, text in sources.items())
 
 
 def script_json(data: Any) -> str:

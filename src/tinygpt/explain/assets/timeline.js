@@ -1,12 +1,15 @@
 // The timeline of training (tinygpt.explain.timeline): a slider over the run's snapshots and, at the step
 // it points to, the loss curves with a marker, every head's attention on the probe with its role label
 // at that step, each role's scores over time (a line per head), the top-5 predictions along the probe
-// and the sample. Inlined after explainer.js, whose DATA and helpers (el, svgEl, glyph, shadeOf,
-// scaleOf) it uses; its own names stay inside the function below.
+// and the sample. Its own names stay inside the function below, apart from the other modules' names
+// when tinygpt.explain.page joins the modules into one script.
 //
 // Short names: s a snapshot, k the index of the shown snapshot, L a layer, hd a head, i a probe position
 // (a query), j a key position, P the probe's length, sx and sy a chart's scales.
-"use strict";
+
+import { DATA, el, glyph, svgEl } from "./base.js";
+import { scaleOf } from "./charts.js";
+import { shadeOf } from "./grid.js";
 
 (() => {
   const section = document.getElementById("timeline-section");

@@ -1,0 +1,218 @@
+// The grid of attention heatmaps, layer × head: each labelled with its head's role (a click switches
+// the head off), hover for a weight, click a row to follow it; and the zero / mean ablation switch.
+
+import { CFG, DATA, el, fmt, glyph, NH, quoted, showTip, weightAt } from "./base.js";
+import { headName, MEANS, W } from "./model.js";
+import { allHeadsOn, chars, select, setMode, state, toggleHead } from "./state.js";
+
+// the side of one heatmap cell, in canvas pixels
+function cellSize(T) {
+  return Math.max(3, Math.min(16, Math.floor(200 / T)));
+}
+
+// the axis labels around a heatmap: their font size, the margin they take, and every how many positions
+// one is written (all of them when the cells are large enough to hold a character)
+function axisOf(cell) {
+  const font = Math.max(8, Math.min(12, cell));
+  return { font, margin: font + 4, every: Math.ceil(font / cell) };
+}
+
+export function shadeOf(weight) {
+  // white → deep blue
+  const white = [247, 251, 255],
+    blue = [8, 48, 107];
+  return `rgb(${white.map((from, channel) => Math.round(from + (blue[channel] - from) * weight)).join(",")})`;
+}
+
+// the role of head hd of layer `layer` as inspect --heads computed it, or null
+function roleOf(layer, hd) {
+  return DATA.roles ? DATA.roles.find((r) => r.layer === layer && r.head === hd) : null;
+}
+
+// the clickable label of a head: its role and score; a click switches the head off or back on
+function roleButton(layer, hd) {
+  const role = roleOf(layer, hd);
+  const off = state.off.has(headName(layer, hd));
+  const named = role ? role.label : "no role";
+  const score = role && role.label !== "mixed" ? ` ${role.scores[role.label].toFixed(2)}` : "";
+  const scores = role
+    ? Object.entries(role.scores)
+        .map(([name, value]) => `${name} ${value.toFixed(3)}`)
+        .join(", ")
+    : DATA.roles_note;
+  const action = !W
+    ? "This page shows one prompt computed in Python, so it cannot switch heads off."
+    : off
+      ? "Switched off. Click to switch it back on."
+      : `Click to switch this head off (its output replaced by ${MODE_WORDS[state.mode].by}) and run the model again.`;
+  const button = el("button", {
+    class: `role${off ? " off" : ""}`,
+    "data-layer": layer,
+    "data-head": hd,
+    title: `${role ? `${named}: ${DATA.role_words[named]}. ` : ""}Scores: ${scores}. ${action}`,
+    text: off ? `off · ${named}` : named + score,
+    onclick: () => toggleHead(layer, hd),
+  });
+  if (!W) button.disabled = true;
+  return button;
+}
+
+export function renderGrid() {
+  const { T } = state.trace;
+  const cell = cellSize(T);
+  const { margin } = axisOf(cell);
+  const grid = document.getElementById("grid");
+  grid.style.setProperty("--map", `${margin + T * cell}px`);
+  const rows = [];
+  for (let layer = 0; layer < CFG.n_layer; layer++) {
+    const cards = el("div", { class: "heads" });
+    for (let hd = 0; hd < NH; hd++) {
+      const canvas = el("canvas", {
+        width: margin + T * cell,
+        height: margin + T * cell,
+        "data-layer": layer,
+        "data-head": hd,
+        "data-cell": cell,
+        "data-margin": margin,
+      });
+      drawMap(canvas, layer, hd, cell);
+      canvas.addEventListener("mousemove", (e) => hover(e, canvas, layer, hd, cell));
+      canvas.addEventListener("mouseleave", () => {
+        document.getElementById("tooltip").hidden = true;
+      });
+      canvas.addEventListener("click", (e) => {
+        const [i] = cellAt(e, canvas, cell);
+        select(layer, hd, i);
+      });
+      const off = state.off.has(headName(layer, hd));
+      cards.append(
+        el(
+          "figure",
+          { class: `card${off ? " off" : ""}`, "data-layer": layer, "data-head": hd },
+          el(
+            "figcaption",
+            {},
+            el("span", { class: "name", text: `head ${layer}.${hd}` }),
+            roleButton(layer, hd),
+          ),
+          canvas,
+        ),
+      );
+    }
+    rows.push(el("div", { class: "layer" }, el("h3", { text: `layer ${layer}` }), cards));
+  }
+  grid.replaceChildren(...rows);
+  renderAblationNote();
+  markGrid();
+}
+
+// what a switched-off head outputs in each mode, in words
+const MODE_WORDS = {
+  zero: {
+    by: "0",
+    note: "zero ablation: the head's output is replaced by 0 before c_proj, as --ablate does",
+  },
+  mean: {
+    by: "its mean output over validation text",
+    note:
+      "mean ablation: the head's output is replaced by its mean over the run's validation text before " +
+      "c_proj, as --ablate-mode mean does, so only what it does for this context is lost",
+  },
+};
+
+function renderAblationNote() {
+  const note = document.getElementById("ablation-note");
+  if (!state.off.size) {
+    note.replaceChildren();
+    return;
+  }
+  const names = [...state.off].sort().join(", ");
+  note.replaceChildren(
+    `Switched off: ${names}. Every prediction, heatmap and number on this page is now computed without `,
+    state.off.size === 1 ? "it " : "them ",
+    `(${MODE_WORDS[state.mode].note}). `,
+    el("button", { class: "all-on", text: "switch every head back on", onclick: allHeadsOn }),
+  );
+}
+
+// the zero / mean switch beside the ablation note; mean needs the means Python computed
+export function setupModeSwitch() {
+  const why = !W
+    ? "This page shows one prompt computed in Python, so it cannot switch heads off."
+    : !MEANS
+      ? `Mean ablation is not available: ${DATA.means_note}.`
+      : "";
+  for (const input of document.querySelectorAll("#ablation-mode input")) {
+    input.disabled = !W || (input.value === "mean" && !MEANS);
+    input.addEventListener("change", () => setMode(input.value));
+  }
+  document.getElementById("ablation-mode-note").textContent = why;
+}
+
+// mirrors tinygpt.explain.heatmap.heatmap, on a canvas: row i where query i looks, grey the masked future
+function drawMap(canvas, layer, hd, cell) {
+  const { T } = state.trace;
+  const weights = state.trace.layers[layer].weights;
+  const { font, margin, every } = axisOf(cell);
+  const ctx = canvas.getContext("2d");
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  for (let i = 0; i < T; i++)
+    for (let j = 0; j < T; j++) {
+      ctx.fillStyle = j > i ? "#e6e9ef" : shadeOf(weights[weightAt(T, hd, i, j)]);
+      ctx.fillRect(margin + j * cell, margin + i * cell, cell, cell);
+    }
+  // the axes: keys j along the top, queries i down the left, each labelled with its character
+  const cs = chars();
+  ctx.fillStyle = "#5d6677";
+  ctx.font = `${font}px ui-monospace, "DejaVu Sans Mono", monospace`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  for (let t = 0; t < T; t += every) {
+    const at = margin + (t + 0.5) * cell;
+    ctx.fillText(glyph(cs[t]), at, margin / 2);
+    ctx.fillText(glyph(cs[t]), margin / 2, at);
+  }
+}
+
+export function markGrid() {
+  const cell = cellSize(state.trace.T);
+  const { margin } = axisOf(cell);
+  for (const canvas of document.querySelectorAll("#grid canvas")) {
+    const layer = +canvas.dataset.layer,
+      hd = +canvas.dataset.head;
+    const picked = layer === state.layer && hd === state.head;
+    const was = canvas.classList.contains("picked");
+    canvas.classList.toggle("picked", picked);
+    if (was && !picked) drawMap(canvas, layer, hd, cell); // clear the old row mark
+    if (picked) {
+      drawMap(canvas, layer, hd, cell);
+      const ctx = canvas.getContext("2d");
+      ctx.strokeStyle = "#e8590c";
+      ctx.lineWidth = Math.max(1, cell / 4);
+      ctx.strokeRect(margin, margin + state.token * cell, canvas.width - margin, cell);
+    }
+  }
+}
+
+// the (query i, key j) cell under the mouse (the nearest one, over the axis labels)
+function cellAt(e, canvas, cell) {
+  const rect = canvas.getBoundingClientRect();
+  const scale = canvas.width / rect.width;
+  const { margin } = axisOf(cell);
+  const clamp = (t) => Math.max(0, Math.min(state.trace.T - 1, t));
+  return [
+    clamp(Math.floor(((e.clientY - rect.top) * scale - margin) / cell)),
+    clamp(Math.floor(((e.clientX - rect.left) * scale - margin) / cell)),
+  ];
+}
+
+function hover(e, canvas, layer, hd, cell) {
+  const [i, j] = cellAt(e, canvas, cell);
+  const cs = chars(),
+    T = state.trace.T;
+  const what =
+    j > i
+      ? "masked: a later position"
+      : `weight ${fmt(state.trace.layers[layer].weights[weightAt(T, hd, i, j)])}`;
+  showTip(e, `layer ${layer} head ${hd}\nquery ${i} ${quoted(cs[i])} → key ${j} ${quoted(cs[j])}\n${what}`);
+}

@@ -1,0 +1,47 @@
+// The page's one script starts here (tinygpt.explain.page puts every module it imports before it): it
+// hands the tests their window.tinygpt, registers the views with the state and draws the page.
+
+import { backwardUnavailable, rowBackward } from "./backward.js";
+import { DATA, ID, rowOf, V } from "./base.js";
+import { forward, traceFromData, W } from "./model.js";
+import { onSelection, onTrace, select, setTrace, state, toggleHead } from "./state.js";
+import "./timeline.js";
+import { renderArithmetic, setupBackward } from "./arithmetic.js";
+import { renderCurves, renderPca } from "./charts.js";
+import { renderExample } from "./example.js";
+import { markGrid, renderGrid, setupModeSwitch } from "./grid.js";
+import { renderAbout, renderTokens, runPrompt, setupPrompt } from "./prompt.js";
+
+// rows of a (T, V) array as nested lists
+const rowsOf = (arr, T) => Array.from({ length: T }, (_, t) => Array.from(rowOf(arr, t, V)));
+
+window.tinygpt = {
+  state,
+  select,
+  toggleHead,
+  setPrompt: (text) => runPrompt(text),
+  // the logits (T, V) of ids with the heads named in `off` ("L.H") switched off, in mode "zero" or "mean"
+  logits:
+    W && ((ids, off = [], mode = "zero") => rowsOf(forward(ids, new Set(off), mode).logits, ids.length)),
+  // the logit lens of ids: (n_layer, T, V)
+  lens: W && ((ids) => forward(ids).lens.map((logits) => rowsOf(logits, ids.length))),
+  // the backward panel's numbers for position i of the shown prompt through head hd of `layer`
+  backward: (layer, hd, i) => {
+    const why = backwardUnavailable(state.trace, i);
+    if (why) throw new Error(why);
+    const b = rowBackward(state.trace, layer, hd, i);
+    return Object.fromEntries(
+      Object.entries(b).map(([name, value]) => [name, typeof value === "number" ? value : Array.from(value)]),
+    );
+  },
+};
+
+onTrace(renderTokens, renderGrid, renderArithmetic, renderPca);
+onSelection(renderTokens, markGrid, renderArithmetic);
+renderAbout();
+renderExample();
+renderCurves();
+setupPrompt();
+setupModeSwitch();
+setupBackward();
+setTrace(W ? forward(Array.from(DATA.prompt, (c) => ID.get(c))) : traceFromData(DATA.trace));
