@@ -283,3 +283,75 @@ def test_layout_cuts_nothing(long_page, open_page, width):
     )
     assert spills == []
     assert page.locator("#grid .card").count() == 2 * 4
+    assert arithmetic_spills(page) == []
+
+
+def arithmetic_spills(page) -> list[str]:
+    """What of 'the arithmetic of one row' lies outside its box, or makes it scroll sideways."""
+    return page.evaluate(
+        """() => {
+        const arith = document.getElementById('arith'), box = arith.getBoundingClientRect(), out = [];
+        if (arith.scrollWidth > arith.clientWidth) out.push('scrolls sideways');
+        for (const node of arith.querySelectorAll('*')) {
+          const r = node.getBoundingClientRect();
+          if (r.width && (r.left < box.left - 1 || r.right > box.right + 1))
+            out.push(node.tagName + ': ' + node.textContent.slice(0, 40));
+        }
+        return out;
+      }"""
+    )
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_every_step_of_the_arithmetic_fits_the_window(page_file, open_page, width):
+    page = open_page(page_file)
+    page.set_viewport_size({"width": width, "height": 1200})
+    page.click("#backward-toggle")
+    page.locator("#tokens .tok").nth(3).click()  # a position with a backward pass
+    steps = page.locator("#arith h3").all_text_contents()
+    assert any(s.startswith("6. Output") for s in steps) and any(s.startswith("7. One plain") for s in steps)
+    assert arithmetic_spills(page) == []
+
+
+def test_a_wide_window_gives_the_maps_its_width_and_readable_axes(page_file, open_page):
+    page = open_page(page_file)
+    page.set_viewport_size({"width": 1400, "height": 1200})
+    grid = page.evaluate("document.getElementById('grid').clientWidth")
+    for layer in (0, 1):
+        cards = page.evaluate(
+            """(layer) => Array.from(document.querySelectorAll(`#grid .card[data-layer="${layer}"]`),
+              (card) => { const c = card.querySelector('canvas'), r = c.getBoundingClientRect();
+                return [card.getBoundingClientRect().width, r.width, c.width, +c.dataset.font]; })""",
+            layer,
+        )
+        assert sum(card for card, *_ in cards) > 0.9 * grid  # the layer's cards share the grid's width
+        for _, shown, drawn, font in cards:
+            assert shown > 0.8 * (grid / len(cards) - 40)  # each map nearly fills its card
+            assert font * shown / drawn >= 12  # the axis characters, in screen pixels
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_lens_cells_and_embedding_labels_are_readable(odd_checkpoint, page_file, open_page, width):
+    page = open_page(page_file)
+    page.set_viewport_size({"width": width, "height": 1200})
+    cells = page.evaluate(
+        """() => Array.from(document.querySelectorAll('#tokens .lens-row .lc'), (c) =>
+          [parseFloat(getComputedStyle(c).fontSize), c.scrollWidth <= c.clientWidth])"""
+    )
+    assert cells and all(size >= 12 and whole for size, whole in cells)
+    overlaps = page.evaluate(
+        """() => {
+        const labels = document.querySelectorAll('#pca text.char');
+        const boxes = Array.from(labels, (t) => [t.textContent, t.getBBox()]);
+        const out = [];
+        for (let a = 0; a < boxes.length; a++)
+          for (let b = a + 1; b < boxes.length; b++) {
+            const [p, q] = [boxes[a][1], boxes[b][1]];
+            const w = Math.min(p.x + p.width, q.x + q.width) - Math.max(p.x, q.x);
+            const h = Math.min(p.y + p.height, q.y + q.height) - Math.max(p.y, q.y);
+            if (w > 1 && h > 1) out.push(boxes[a][0] + boxes[b][0]);
+          }
+        return [boxes.length, out];
+      }"""
+    )
+    assert overlaps == [len(base.model_vocab(odd_checkpoint)), []]  # every character, none covering another

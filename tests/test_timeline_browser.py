@@ -22,9 +22,9 @@ def drawn(page, layer: int, head: int, cells: list[tuple[int, int]]) -> list[lis
         """([layer, head, cells]) => {
           const canvas = document.querySelector(
             `#tl-maps canvas[data-layer="${layer}"][data-head="${head}"]`);
-          const ctx = canvas.getContext("2d"), cell = tinygptTimeline.cell;
-          return cells.map(([i, j]) =>
-            Array.from(ctx.getImageData(j * cell + cell / 2, i * cell + cell / 2, 1, 1).data.slice(0, 3)));
+          const ctx = canvas.getContext("2d"), cell = tinygptTimeline.cell, m = tinygptTimeline.margin;
+          const at = (t) => m + t * cell + cell / 2;  // the centre of cell t, past the axis labels
+          return cells.map(([i, j]) => Array.from(ctx.getImageData(at(j), at(i), 1, 1).data.slice(0, 3)));
         }""",
         [layer, head, cells],
     )
@@ -68,3 +68,43 @@ def test_moving_the_slider_shows_that_steps_stored_weights_and_role_labels(
         first_column = page.locator("#tl-top5 .tl-col").first.locator(".tl-next").all_text_contents()
         assert first_column[0].endswith(f"{s['top5'][0][0][1]:.2f}")
     assert seen[0, 1, 1] != seen[3, 1, 1], "the heatmaps changed with the step"
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_the_role_charts_say_which_colour_is_which_head_and_the_maps_name_their_axes(
+    odd_checkpoint,
+    tmp_path,
+    open_page,  # noqa: F811 (the fixture)
+    width,
+):
+    out = tmp_path / "timeline.html"
+    write_page(odd_checkpoint, "KING:", out)
+    page = open_page(out)
+    page.set_viewport_size({"width": width, "height": 1200})
+    keys = page.evaluate(
+        """() => Array.from(document.querySelectorAll('#tl-legend .tl-key'), (key) =>
+          [key.textContent, getComputedStyle(key.querySelector('.tl-swatch')).backgroundColor])"""
+    )
+    lines = page.evaluate(
+        """() => Array.from(document.querySelector('#tl-roles svg').querySelectorAll('polyline'), (line) =>
+          [line.querySelector('title').textContent.split(':')[0], getComputedStyle(line).stroke])"""
+    )
+    assert [name for name, _ in keys] == [f"head {layer}.{head}" for layer in range(2) for head in range(2)]
+    assert keys == lines  # each key has its head's line colour
+    assert len({colour for _, colour in keys}) == 4
+    probe = read_timeline(odd_checkpoint.parent / FILE_NAME)[0]["probe"]
+    margin, cell = page.evaluate("[tinygptTimeline.margin, tinygptTimeline.cell]")
+    assert margin >= 10
+    canvas = page.locator("#tl-maps canvas").first
+    assert int(canvas.get_attribute("width")) == margin + len(probe) * cell
+    inked = page.evaluate(  # the characters along the top: pixels darker than the background
+        """(margin) => {
+          const canvas = document.querySelector('#tl-maps canvas');
+          const row = canvas.getContext('2d').getImageData(margin, 0, canvas.width - margin, margin).data;
+          let n = 0;
+          for (let at = 0; at < row.length; at += 4) if (row[at + 3] > 0) n++;
+          return n;
+        }""",
+        margin,
+    )
+    assert inked > len(probe)  # a few pixels of each labelled character at least

@@ -210,7 +210,13 @@ function softmaxStep({ i, T, cs, row }) {
 // 6. the weighted sum of the values, then through c_proj into the residual stream
 function outputStep({ trace, layer, hd, i, T, cs, lt, row }) {
   const off = trace.off.has(headName(layer, hd));
-  const table = el("table");
+  const table = el(
+    "table",
+    { class: "output" },
+    headerRow(["j", "char", "weight", "× value v_j", "= weight × v_j"], (col) =>
+      col > 2 || col === 1 ? "l" : "",
+    ),
+  );
   for (let j = 0; j <= i; j++) {
     const weighted = new Float64Array(HS);
     for (let d = 0; d < HS; d++) weighted[d] = row.weights[j] * lt.v[headAt(T, hd, j, d)];
@@ -219,14 +225,9 @@ function outputStep({ trace, layer, hd, i, T, cs, lt, row }) {
         "tr",
         {},
         ...keyCells(j, cs),
-        el(
-          "td",
-          { class: "l" },
-          `${fmt(row.weights[j])} × `,
-          vec(lt.v, headAt(T, hd, j), HS),
-          " = ",
-          vec(weighted, 0, HS),
-        ),
+        el("td", { text: fmt(row.weights[j]) }),
+        el("td", { class: "l v" }, vec(lt.v, headAt(T, hd, j), HS)),
+        el("td", { class: "l v" }, vec(weighted, 0, HS)),
       ),
     );
   }

@@ -11,6 +11,25 @@ export function scaleOf(values, lo, hi) {
   return (value) => lo + ((value - min) / (max - min)) * (hi - lo);
 }
 
+// where each label goes: on its point, or where that would cover a label placed before, at the nearest
+// free spot on a spiral around it, inside the map's box [xLo, yLo, xHi, yHi]; sizes[n] is label n's
+// [width, height] as drawn (a wide emoji takes more than a letter)
+function labelSpots(points, sizes, [xLo, yLo, xHi, yHi]) {
+  const placed = []; // [x, y, width, height] of each label placed so far
+  const free = (x, y, [w, h]) =>
+    placed.every(([px, py, pw, ph]) => Math.abs(px - x) >= (w + pw) / 2 || Math.abs(py - y) >= (h + ph) / 2);
+  const inside = (x, y) => x >= xLo && x <= xHi && y >= yLo && y <= yHi;
+  return points.map(([x, y], n) => {
+    let spot = [x, y];
+    for (let k = 1; !(free(...spot, sizes[n]) && inside(...spot)) && k < 3000; k++) {
+      const r = 0.6 * Math.sqrt(k) * sizes[n][1];
+      spot = [x + r * Math.cos(k * 2.4), y + r * Math.sin(k * 2.4)];
+    }
+    placed.push([...spot, ...sizes[n]]);
+    return spot;
+  });
+}
+
 export function renderPca() {
   const svg = document.getElementById("pca");
   const coords = DATA.pca.coords; // each character's coordinates along the two main directions
@@ -34,20 +53,32 @@ export function renderPca() {
       `2nd (${share[1]})`,
     ),
   ];
-  coords.forEach(([first, second], id) => {
-    const label = svgEl(
-      "text",
-      {
-        class: `char${inPrompt.has(id) ? " inprompt" : ""}`,
-        x: sx(first).toFixed(1),
-        y: sy(second).toFixed(1),
-      },
-      glyph(VOCAB[id]),
-    );
+  const points = coords.map(([first, second]) => [sx(first), sy(second)]);
+  const labels = points.map(([x, y], id) => {
+    const where = { class: `char${inPrompt.has(id) ? " inprompt" : ""}`, x: x.toFixed(1), y: y.toFixed(1) };
+    const label = svgEl("text", where, glyph(VOCAB[id]));
     label.append(svgEl("title", {}, quoted(VOCAB[id])));
-    nodes.push(label);
+    return label;
   });
-  svg.replaceChildren(...nodes);
+  svg.replaceChildren(...nodes, ...labels); // drawn once at their points, to measure each label
+  const sizes = labels.map((label) => {
+    const box = label.getBBox();
+    return [box.width + 1, box.height];
+  });
+  labelSpots(points, sizes, [25, 12, 445, 335]).forEach(([lx, ly], id) => {
+    const [x, y] = points[id];
+    if (lx === x && ly === y) return;
+    labels[id].setAttribute("x", lx.toFixed(1));
+    labels[id].setAttribute("y", ly.toFixed(1));
+    const leader = {
+      class: "leader",
+      x1: x.toFixed(1),
+      y1: y.toFixed(1),
+      x2: lx.toFixed(1),
+      y2: ly.toFixed(1),
+    };
+    svg.insertBefore(svgEl("line", leader), labels[0]); // moved so as not to cover another: a line to its point
+  });
 }
 
 export function renderCurves() {

@@ -5,15 +5,21 @@ import { CFG, DATA, el, fmt, glyph, NH, quoted, showTip, weightAt } from "./base
 import { headName, MEANS, W } from "./model.js";
 import { allHeadsOn, chars, select, setMode, state, toggleHead } from "./state.js";
 
-// the side of one heatmap cell, in canvas pixels
+const CARD = 16; // what a card adds around its map: padding and borders, in pixels
+const GAP = 8; // between two cards (the CSS of #grid .heads)
+
+// the side of one heatmap cell, in canvas pixels: a layer's maps share the grid's width, from 3 to 40
+// pixels a cell (the CSS shrinks a map whose cells would not fit at 3)
 function cellSize(T) {
-  return Math.max(3, Math.min(16, Math.floor(200 / T)));
+  const width = document.getElementById("grid").clientWidth;
+  const perMap = (width - (NH - 1) * GAP) / NH - CARD;
+  return Math.max(3, Math.min(40, Math.floor((perMap - axisOf(40).margin) / T)));
 }
 
 // the axis labels around a heatmap: their font size, the margin they take, and every how many positions
 // one is written (all of them when the cells are large enough to hold a character)
 function axisOf(cell) {
-  const font = Math.max(8, Math.min(12, cell));
+  const font = Math.max(9, Math.min(16, cell));
   return { font, margin: font + 4, every: Math.ceil(font / cell) };
 }
 
@@ -74,6 +80,7 @@ export function renderGrid() {
         "data-head": hd,
         "data-cell": cell,
         "data-margin": margin,
+        "data-font": axisOf(cell).font,
       });
       drawMap(canvas, layer, hd, cell);
       canvas.addEventListener("mousemove", (e) => hover(e, canvas, layer, hd, cell));

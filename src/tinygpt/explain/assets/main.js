@@ -44,4 +44,5 @@ renderCurves();
 setupPrompt();
 setupModeSwitch();
 setupBackward();
+window.addEventListener("resize", renderGrid); // the maps take the grid's new width
 setTrace(W ? forward(Array.from(DATA.prompt, (c) => ID.get(c))) : traceFromData(DATA.trace));

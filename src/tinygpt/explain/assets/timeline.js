@@ -17,7 +17,8 @@ import { shadeOf } from "./grid.js";
   if (!section || !TIMELINE) return;
   const SNAPS = TIMELINE.snapshots;
   const STEPS = SNAPS.map((s) => s.step);
-  const CELL = 4; // pixels per heatmap cell
+  const CELL = 6; // pixels per heatmap cell
+  const AXIS = { font: 10, margin: 12, every: 2 }; // the probe's characters along a map's axes, every 2nd
   const view = { k: SNAPS.length - 1 };
 
   const headColor = (L, hd) =>
@@ -54,6 +55,7 @@ import { shadeOf } from "./grid.js";
         svgEl("svg", { id: "tl-loss", viewBox: "0 0 460 260", role: "img", "aria-label": "loss over steps" }),
         el("div", { id: "tl-roles" }),
       ),
+      el("div", { id: "tl-legend" }),
       el("h3", { text: "Every head's attention on the probe, with its role at this step" }),
       el("div", { id: "tl-maps" }),
       el("h3", { text: "The five likeliest next characters after each character of the probe" }),
@@ -63,6 +65,7 @@ import { shadeOf } from "./grid.js";
     );
     buildLoss();
     buildRoles();
+    buildLegend();
     buildMaps();
     section.hidden = false;
   }
@@ -108,7 +111,7 @@ import { shadeOf } from "./grid.js";
       const bar = sy(TIMELINE.thresholds[role]);
       svg.append(
         svgEl("line", { class: "tl-threshold", x1: 45, x2: 290, y1: bar, y2: bar }),
-        svgEl("text", { class: "tick", x: 290, y: 22, "text-anchor": "end" }, role),
+        svgEl("text", { class: "tick", x: 52, y: 20 }, role), // at the left: the marker ends at the right
       );
       SNAPS[0].heads.forEach((_, n) => {
         const { layer, head } = SNAPS[0].heads[n];
@@ -125,6 +128,23 @@ import { shadeOf } from "./grid.js";
     }
   }
 
+  // which colour is which head, in the role charts and over the heatmaps
+  function buildLegend() {
+    const items = SNAPS[0].heads.map(({ layer, head }) => {
+      const swatch = el("span", { class: "tl-swatch" });
+      swatch.style.background = headColor(layer, head);
+      return el(
+        "span",
+        { class: "tl-key", "data-layer": layer, "data-head": head },
+        swatch,
+        `head ${layer}.${head}`,
+      );
+    });
+    document
+      .getElementById("tl-legend")
+      .replaceChildren(el("span", { class: "hint", text: "a line per head:" }), ...items);
+  }
+
   function buildMaps() {
     const P = SNAPS[0].probe.length;
     const table = el("table");
@@ -134,7 +154,8 @@ import { shadeOf } from "./grid.js";
     for (let L = 0; L < DATA.config.n_layer; L++) {
       const tr = el("tr", {}, el("th", { text: `layer ${L}` }));
       for (let hd = 0; hd < DATA.config.n_head; hd++) {
-        const canvas = el("canvas", { width: P * CELL, height: P * CELL, "data-layer": L, "data-head": hd });
+        const side = AXIS.margin + P * CELL;
+        const canvas = el("canvas", { width: side, height: side, "data-layer": L, "data-head": hd });
         const caption = el("div", { class: "tl-label", style: `color: ${headColor(L, hd)}` });
         tr.append(el("td", {}, caption, canvas));
       }
@@ -174,11 +195,22 @@ import { shadeOf } from "./grid.js";
       const rows = s.attention[L][hd]; // rows[i]: the i + 1 weights of query i
       const P = rows.length;
       const ctx = canvas.getContext("2d");
+      const at = (t) => AXIS.margin + t * CELL;
+      ctx.clearRect(0, 0, canvas.width, canvas.height);
       for (let i = 0; i < P; i++)
         for (let j = 0; j < P; j++) {
           ctx.fillStyle = j > i ? "#e6e9ef" : shadeOf(rows[i][j]);
-          ctx.fillRect(j * CELL, i * CELL, CELL, CELL);
+          ctx.fillRect(at(j), at(i), CELL, CELL);
         }
+      // the axes: keys along the top, queries down the left, each its probe character
+      ctx.fillStyle = "#5d6677";
+      ctx.font = `${AXIS.font}px ui-monospace, "DejaVu Sans Mono", monospace`;
+      ctx.textAlign = "center";
+      ctx.textBaseline = "middle";
+      for (let t = 0; t < P; t += AXIS.every) {
+        ctx.fillText(glyph(s.probe[t]), at(t + 0.5), AXIS.margin / 2);
+        ctx.fillText(glyph(s.probe[t]), AXIS.margin / 2, at(t + 0.5));
+      }
       canvas.dataset.step = s.step;
       const h = byHead.get(`${L}.${hd}`);
       const role = roleOf(h.scores);
@@ -203,5 +235,5 @@ import { shadeOf } from "./grid.js";
 
   build();
   show(view.k);
-  window.tinygptTimeline = { show, shown: () => view.k, cell: CELL };
+  window.tinygptTimeline = { show, shown: () => view.k, cell: CELL, margin: AXIS.margin };
 })();
