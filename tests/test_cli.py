@@ -1,6 +1,6 @@
 """The scripts end to end, as a user runs them: real processes, exit codes, stderr.
 
-Bad input of every kind is in test_errors_cli.py, one case per row of the README's table.
+Bad input of every kind is in test_errors_cli.py, one case per row of the table in docs/errors.md.
 """
 
 import re

@@ -1,6 +1,6 @@
 """Bad input, end to end through the scripts: one line `error: …`, exit code 2, no traceback.
 
-Each case is a row of the README's "What happens when…" table, and the last
+Each case is a row of the "What happens when…" table in docs/errors.md, and the last
 test here holds the two together: every row names a test that exists, and
 every case has its row, with the message the case expects. The cases run as
 real processes, a few at a time, each in a directory of its own.
@@ -29,7 +29,7 @@ from tinygpt.training.lock import RunLock
 pytestmark = pytest.mark.slow  # each case runs a script in a process of its own
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+README = ROOT / "docs" / "errors.md"  # the table of what happens when, once in the README
 AS_ROOT = "running as root, where file permissions do not stop reading"
 NO_CUDA_HERE = "this machine has CUDA"
 

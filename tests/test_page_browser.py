@@ -1,5 +1,6 @@
 """The explainer page in a real browser: headless Chromium (the system's, never a downloaded one)."""
 
+import json
 import os
 import shutil
 import struct
@@ -11,11 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import make_corpus, tiny_raw
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, write_payload
+from tinygpt.config import from_dict
 from tinygpt.explain.page import write_page
 from tinygpt.explain.trace import trace_prompt
+from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.slow  # headless Chromium
 
@@ -189,28 +193,42 @@ def test_large_model_page_shows_the_python_trace(odd_checkpoint, tmp_path, open_
     )
 
 
-def test_make_pictures_screenshots_the_page_of_a_real_run(odd_checkpoint, tmp_path):
-    """scripts/make_pictures.py, which makes docs/explainer.png: the page in a 1280 × 1700 window.
+def test_make_pictures_makes_the_pictures_and_the_figures_of_a_real_run(tmp_path):
+    """scripts/make_pictures.py, which makes docs/*.png and docs/figures.*: on a tiny run of 30 steps.
 
     Run as its own process, as a user runs it: this module's browser keeps Playwright's
     event loop running in the test's thread, where a second Playwright cannot start.
     """
     if CHROMIUM is None:
-        pytest.skip(f"no Chromium on this machine to take the picture with: {NEEDS}")
+        pytest.skip(f"no Chromium on this machine to take the pictures with: {NEEDS}")
     pytest.importorskip("playwright.sync_api", reason=f"no playwright: {NEEDS}")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "make_pictures.py"
-    out = tmp_path / "explainer.png"
-    args = ["--checkpoint", str(odd_checkpoint), "--prompt", "KING:", "--layer", "1", "--head", "1"]
+    root = Path(__file__).resolve().parents[1]
+    corpus = tmp_path / "corpus.txt"  # holding every character of the script's prompts
+    prompts = "ROMEO:\nBut soft, what light through yonder window breaks?\nTo be, or not to be\n"
+    corpus.write_text(make_corpus(300) + prompts * 20, encoding="utf-8")
+    run, out = tmp_path / "run", tmp_path / "docs"
+    train(from_dict(tiny_raw(corpus, run, max_iters=30, eval_interval=10)), progress=False)
 
-    def make_pictures(*more: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, str(script), *more]
+    def script(name: str, *args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, str(root / "scripts" / name), *args]
         return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
-    made = make_pictures(*args, "--out", str(out))
+    made = script("make_pictures.py", str(run), "--layer", "1", "--head", "1", "--out", str(out))
     assert made.returncode == 0, made.stderr
-    assert made.stdout == f"wrote {out}: the explainer page of {odd_checkpoint} for 'KING:'\n"
-    width, height, pixels = png_pixels(out.read_bytes())
-    assert (width, height) == (1280, 1700)
-    assert len(set(pixels)) > 16  # drawn: heatmaps, text and curves, not a blank page
-    missing = make_pictures("--checkpoint", str(tmp_path / "none.pt"), "--out", str(out))
+    for name, size in (("explainer.png", (1280, 1700)), ("heads_page.png", None), ("timeline.png", None)):
+        width, height, pixels = png_pixels((out / name).read_bytes())
+        assert size in (None, (width, height)) and width <= 1280
+        assert len(set(pixels)) > 16, name  # drawn: heatmaps, text and curves, not a blank page
+    figures = json.loads((out / "figures.json").read_text(encoding="utf-8"))
+    record = load_checkpoint(run / "best.pt")[2]
+    assert (figures["step"], figures["best_step"]) == (30, record["best_step"])
+    assert figures["parameters"] == record["num_params"]
+    assert figures["best_val_loss"] == round(record["best_val_loss"], 4)
+    assert figures["page_mb"] > 0
+    heads = script("inspect_checkpoint.py", str(run / "best.pt"), "--heads")
+    assert figures["printed"]["heads"][1] == heads.stdout  # the table as the command prints it
+    assert figures["printed"]["timeline"][1].count("\n") > 4  # a row per snapshot, at steps 0, 10, 20, 30
+    text = (out / "figures.md").read_text(encoding="utf-8")
+    assert all(printed.rstrip("\n") in text for _, printed in figures["printed"].values())
+    missing = script("make_pictures.py", str(tmp_path / "none"), "--out", str(out))
     assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -1,16 +1,18 @@
-"""Every ```bash and ```python block of README.md runs, in order, so that no example can rot.
+"""Every ```bash and ```python block of README.md and of each guide in docs/ runs, so that no example can rot.
 
 A block is skipped only when the line right before it says why:
 `<!-- not run by the tests: needs several machines -->`.
 
-The blocks run in one temporary directory, as a user runs them in a checkout,
-with these substitutions, and only these:
+README.md's blocks run in order in one temporary directory, as a user runs them in a
+checkout; then each guide's blocks run in order in a copy of that directory, so that a
+guide can use what the README's commands made (checkpoints/cpu above all) and no guide
+depends on another. With these substitutions, and only these:
 
 - configs/<name>.yaml for each shipped config is a tiny config there (4 layers,
   2 heads and block_size 64 as in cpu.yaml, so that every --layer and --head the
-  README names exists in the model a user trains; 32 wide, 30 steps) on a small corpus
-  that holds every character the README's prompts use; a file that exists wins
-  over the shipped config of the same name, so the README's paths reach it;
+  guides name exists in the model a user trains; 32 wide, 30 steps) on a small corpus
+  that holds every character the guides' prompts use; a file that exists wins
+  over the shipped config of the same name, so the guides' paths reach it;
 - `pip` is a stand-in that installs nothing (tinygpt and its extras are installed);
 - `python` is this interpreter, and scripts/ is the checkout's.
 
@@ -18,9 +20,11 @@ So checkpoints/cpu/best.pt is the tiny run that the Start here block trains.
 """
 
 import importlib.util
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +36,8 @@ from conftest import make_corpus
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = re.compile(r"^<!-- not run by the tests: (.+) -->$", re.MULTILINE)  # a line of its own
 FENCE = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
-PROMPTS = "ROMEO:\nTo be, or not to be\n"  # the README's prompts, in the vocabulary
+PROMPTS = "ROMEO:\nTo be, or not to be\n"  # the guides' prompts, in the vocabulary
+GUIDES = sorted((ROOT / "docs").glob("*.md"))
 TINY = {
     "model": {"n_layer": 4, "n_head": 2, "n_embd": 32, "block_size": 64, "dropout": 0.0},
     "train": {
@@ -47,22 +52,22 @@ TINY = {
 }
 
 
-def readme_blocks() -> list[tuple[int, str, str, str | None]]:
-    """(line, language, code, why it is skipped or None) for every bash and python block."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = []
+def blocks(path: Path) -> list[tuple[int, str, str, str | None]]:
+    """(line, language, code, why it is skipped or None) for every bash and python block of a file."""
+    text = path.read_text(encoding="utf-8")
+    found = []
     for match in FENCE.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
         before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
         skip = SKIP.fullmatch(before.strip())
-        blocks.append((line, match.group(1), match.group(2), skip.group(1) if skip else None))
-    return blocks
+        found.append((line, match.group(1), match.group(2), skip.group(1) if skip else None))
+    return found
 
 
-def test_every_skip_marker_stands_right_before_a_block_and_says_why():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    markers = SKIP.findall(text)
-    skipped = [reason for *_, reason in readme_blocks() if reason is not None]
+@pytest.mark.parametrize("path", [ROOT / "README.md", *GUIDES], ids=lambda p: p.name)
+def test_every_skip_marker_stands_right_before_a_block_and_says_why(path):
+    markers = SKIP.findall(path.read_text(encoding="utf-8"))
+    skipped = [reason for *_, reason in blocks(path) if reason is not None]
     assert skipped == markers  # none stands apart from its block, where it would skip nothing
     assert all(reason.strip() for reason in skipped)
 
@@ -72,7 +77,7 @@ def prepare(directory: Path) -> dict[str, str]:
     corpus = directory / "corpus.txt"
     corpus.write_text(make_corpus(400) + PROMPTS * 20, encoding="utf-8")
     (directory / "configs").mkdir()
-    for shipped in (ROOT / "src" / "tinygpt" / "configs").glob("*.yaml"):
+    for shipped in (ROOT / "configs").glob("*.yaml"):
         config = {**TINY, "data": {"corpus": str(corpus)}, "out_dir": f"checkpoints/{shipped.stem}"}
         (directory / "configs" / shipped.name).write_text(yaml.safe_dump(config))
     (directory / "scripts").symlink_to(ROOT / "scripts")
@@ -114,22 +119,65 @@ def with_numpy(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(kept)}
 
 
-@pytest.mark.slow
-def test_the_readme_examples_run(tmp_path):
-    env = prepare(tmp_path)
+def run_blocks(path: Path, directory: Path, env: dict[str, str]) -> list[int]:
+    """Run a file's blocks in order in directory; the lines of those left out for want of an extra."""
     missing = {extra for extra, (package, _) in EXTRAS.items() if importlib.util.find_spec(package) is None}
     left_out = []
-    for line, language, code, skip in readme_blocks():
+    for line, language, code, skip in blocks(path):
         if skip is not None:
             continue
         extras = needed_extras(code)
         if missing.intersection(extras):
             left_out.append(line)
             continue
-        result = run_block(language, code, tmp_path, with_numpy(env) if extras else env)
-        assert result.returncode == 0, f"README.md line {line} ({language}) failed:\n{code}\n{result.stderr}"
-    assert (tmp_path / "checkpoints" / "cpu" / "best.pt").is_file()
-    assert (tmp_path / "explain.html").is_file()
+        result = run_block(language, code, directory, with_numpy(env) if extras else env)
+        assert result.returncode == 0, (
+            f"{path.name} line {line} ({language}) failed:\n{code}\n{result.stderr}"
+        )
+    return left_out
+
+
+@pytest.fixture(scope="module")
+def after_readme(tmp_path_factory) -> tuple[Path, dict[str, str], list[int]]:
+    """The directory the README's blocks ran in, their environment, and the lines left out."""
+    directory = tmp_path_factory.mktemp("readme")
+    env = prepare(directory)
+    return directory, env, run_blocks(ROOT / "README.md", directory, env)
+
+
+@pytest.mark.slow
+def test_the_readme_examples_run(after_readme):
+    directory, _, left_out = after_readme
+    assert (directory / "checkpoints" / "cpu" / "best.pt").is_file()
+    assert (directory / "explain.html").is_file()
     if left_out:
-        pytest.skip(f"every other block ran; those at lines {left_out} need extras: {sorted(missing)}")
-    assert (tmp_path / "exports" / "cpu" / "model.safetensors").is_file()
+        pytest.skip(f"every other block ran; those at lines {left_out} need extras")
+    assert (directory / "exports" / "cpu" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda p: p.name)
+def test_the_guides_examples_run(after_readme, guide, tmp_path):
+    directory, env, _ = after_readme
+    copy = tmp_path / "checkout"
+    shutil.copytree(directory, copy, symlinks=True)  # the README's runs, for this guide alone
+    left_out = run_blocks(guide, copy, env)
+    if left_out:
+        pytest.skip(f"every other block ran; those at lines {left_out} need extras")
+
+
+def test_the_guides_quote_the_figures_make_pictures_wrote():
+    """What the guides show of the trained run is what scripts/make_pictures.py last wrote."""
+    figures = json.loads((ROOT / "docs" / "figures.json").read_text(encoding="utf-8"))
+    heads = (ROOT / "docs" / "heads.md").read_text(encoding="utf-8")
+    for name in ("heads", "timeline"):
+        assert figures["printed"][name][1].rstrip("\n") in heads, name
+    inside = (ROOT / "docs" / "inside.md").read_text(encoding="utf-8")
+    attention = figures["printed"]["attention"][1]
+    assert attention[attention.index("layer 2 head 0") : attention.index("top 5")].strip() in inside
+    walkthrough = figures["printed"]["walkthrough"][1].splitlines()
+    assert all(line in inside for line in walkthrough if not re.match(r"^\s+(\d+) '", line))  # rows: some
+    assert f"a {figures['page_mb']} MB" in inside
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "\n".join(figures["printed"]["sample"][1].splitlines()[:13]) in readme
+    assert f"about {figures['best_val_loss']:.2f}" in readme
