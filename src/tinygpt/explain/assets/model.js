@@ -51,8 +51,8 @@ function layerNorm(x, T, w, b) {
   return y;
 }
 
-// The exact GELU, z·Φ(z) = z·(1 + erf(z/√2))/2 (mirrors torch.nn.functional.gelu). JavaScript has no erf:
-// its Taylor series near 0, and the continued fraction of erfc further out (both to ~1e-15).
+// mirrors math.erf (JavaScript has none): its Taylor series near 0, and the continued fraction of erfc
+// further out (both to ~1e-15)
 function erf(z) {
   const abs = Math.abs(z);
   if (abs < 2.5) {
@@ -69,6 +69,7 @@ function erf(z) {
   const erfc = Math.exp(-abs * abs) / Math.sqrt(Math.PI) / (abs + fraction);
   return Math.sign(z) * (1 - erfc);
 }
+// mirrors torch.nn.functional.gelu, the exact GELU: z·Φ(z) = z·(1 + erf(z/√2))/2
 const gelu = (z) => 0.5 * z * (1 + erf(z / Math.SQRT2));
 
 // "L.H", the name of head H of layer L, as --ablate writes it
