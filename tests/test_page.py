@@ -212,3 +212,18 @@ def test_writing_the_page_says_what_it_is_doing(odd_checkpoint, tmp_path, capsys
     steps = ("scoring each head's role", "mean output", "the gradients for the backward panel", "for step 7")
     for step in (*steps, "packing the weights"):
         assert step in err
+
+
+def test_every_python_name_the_pages_javascript_mirrors_exists():
+    """A JavaScript function that mirrors a Python one names it (`// mirrors tinygpt.attention.attention`):
+    each name must still be there, so that a rename in Python is seen here."""
+    import importlib
+    from pathlib import Path
+
+    assets = Path(__file__).resolve().parents[1] / "src" / "tinygpt" / "explain" / "assets"
+    named = {name for js in assets.glob("*.js") for name in re.findall(r"tinygpt(?:\.\w+)+", js.read_text())}
+    assert "tinygpt.attention.attention" in named
+    for name in sorted(named):  # a module, or an attribute of one (a missing module raises)
+        obj = importlib.import_module("tinygpt")
+        for attribute in name.split(".")[1:]:
+            obj = getattr(obj, attribute, None) or importlib.import_module(f"{obj.__name__}.{attribute}")

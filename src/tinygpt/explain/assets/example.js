@@ -19,7 +19,7 @@ const EXAMPLE = {
   ],
 };
 
-// mirrors tinygpt.explain.walkthrough.explain_vectors
+// mirrors tinygpt.explain.walkthrough.walkthrough_of_vectors
 // the example through rowArithmetic, the very function the model's rows go through: the query is the
 // last of 3 positions, so it sees all three keys
 export function renderExample() {
