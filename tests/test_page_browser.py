@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_corpus, tiny_raw
+from conftest import make_corpus, tiny_raw, train
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, write_payload
 from tinygpt.config import from_dict
 from tinygpt.explain.page import write_page
 from tinygpt.explain.trace import trace_prompt
-from tinygpt.training.loop import train
 
 pytestmark = pytest.mark.slow  # headless Chromium
 
