@@ -175,7 +175,7 @@ def seeds_line(runs: list[Path]) -> str:
             if formed is not None
             else f"seed {seed} not within its {snapshots[-1]['step']:,} steps"
         )
-    return f"The same config with other seeds: the induction head formed at {'; '.join(found)}."
+    return f"Other seeds of the same config formed their induction head at: {'; '.join(found)}."
 
 
 def cpu_block(run: Path) -> str:

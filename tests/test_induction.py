@@ -17,7 +17,7 @@ from tinygpt.config import load_config
 from tinygpt.explain.circuits import knockouts
 from tinygpt.explain.heads import induction_probes
 from tinygpt.explain.roles import THRESHOLDS, Boundaries, induction_keys, probe_distances
-from tinygpt.explain.timeline import first_cleared, read_timeline
+from tinygpt.explain.timeline import first_cleared, listeners_for, read_timeline
 from tinygpt.model import attention_weights
 from tinygpt.training.loop import train
 
@@ -39,7 +39,8 @@ def run(tmp_path_factory):
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # as one_thread does, for this fixture too: a tiny model
     try:
-        train(load_config("induction", overrides), progress=False)
+        config = load_config("induction", overrides)
+        train(config, progress=False, listeners=listeners_for(config))  # as `tinygpt train` does
     finally:
         torch.set_num_threads(before)
     return root / "run"
