@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tinygpt import data as data_module
+from tinygpt import repeats
 from tinygpt.config import DataSection
 from tinygpt.data import Batches, encode_corpus, load_corpus, load_ids
 from tinygpt.errors import UserError
@@ -168,3 +169,23 @@ def test_a_data_dir_that_is_a_file_is_refused_before_any_download(tmp_path, monk
         "(the built-in corpus is written there)"
     )
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_built_in_induction_corpus_is_made_seeded_each_line_a_string_written_twice(tmp_path):
+    first = load_corpus(DataSection(corpus="induction", data_dir=str(tmp_path / "a")), block_size=64)
+    again = load_corpus(DataSection(corpus="induction", data_dir=str(tmp_path / "b")), block_size=64)
+    text = first.path.read_text()
+    assert text == again.path.read_text()  # the same seed, the same text, on any machine
+    lengths = set()
+    for line in text.splitlines():
+        copy, space, twin = line.partition(" ")
+        assert space and copy == twin and set(copy) <= set(repeats.LETTERS)
+        lengths.add(len(copy))
+    assert lengths == set(range(repeats.SHORTEST, repeats.LONGEST + 1))  # copies: differing distances
+
+
+def test_a_misspelt_built_in_corpus_is_one_line_that_names_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as e:
+        load_corpus(DataSection(corpus="inductoin", data_dir=str(tmp_path)), block_size=8)
+    assert "does not exist (did you mean induction?)" in str(e.value) and "\n" not in str(e.value)

@@ -1,120 +1,107 @@
-"""An induction head forms during a real training run, and the tools see it: the timeline names the
-step, `--heads` labels it, and switching it off costs the copies, not the originals.
+"""The two-head induction circuit forms in a real training run on the built-in induction corpus, and the
+tools see it: the timeline names the step, the induction head copies at every distance, and switching
+the previous-token head off takes the induction head's targets away.
 
-The corpus is random strings of 16 letters, each written twice on a line: the second copy is
-predictable only by looking back to where the same letters stood 16 characters before, which is
-what the induction score measures (heads.py: from each position of the second copy, the weight on
-the position after the same character's place in the first). With every string half a block
-long, a head can find that place by its distance alone, so the head that forms here sits in
-layer 0 and copies from a fixed offset; the score, the label and the ablation treat it as the
-tools define induction, by where it looks and what it is for.
+The run is configs/induction.yaml (seed 1) cut to STEPS steps and evaluated every 250; the circuit
+forms between steps 1,250 and 1,750 at this seed. Its strings are 6-30 letters long, so each copy sits
+at its own distance: the induction score is measured on probes whose copies sit 8 to 32 characters
+back (tinygpt.explain.heads), and checked here at the near, middle and far ones separately, so a head
+that copies from one fixed distance cannot pass.
 """
-
-import random
 
 import pytest
 import torch
-from conftest import train
 
-from tinygpt.ablate import ablated
 from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.explain.heads import checkpoint_heads, induction_probes, loss
-from tinygpt.explain.roles import THRESHOLDS
-from tinygpt.explain.timeline import first_cleared
-from tinygpt.snapshots import read_timeline
+from tinygpt.config import load_config
+from tinygpt.explain.circuits import knockouts
+from tinygpt.explain.heads import induction_probes
+from tinygpt.explain.roles import THRESHOLDS, Boundaries, induction_keys, probe_distances
+from tinygpt.explain.timeline import first_cleared, listeners_for, read_timeline
+from tinygpt.model import attention_weights
+from tinygpt.training.loop import train
 
-LETTERS = "abcdefghijklmnopqrst"
-HALF = 16  # each string's length: half of block_size
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
+
+STEPS = 2500
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("induction")
-    rng = random.Random(0)
-    lines = []
-    for _ in range(6000):
-        s = "".join(rng.choice(LETTERS) for _ in range(HALF))
-        lines.append(s + s)
-    (root / "doubled.txt").write_text("\n".join(lines) + "\n")
-    raw = {
-        "model": {
-            "n_layer": 2,
-            "n_head": 2,
-            "n_embd": 64,
-            "block_size": 2 * HALF,
-            "dropout": 0.0,
-            "bias": False,
-        },
-        "data": {"corpus": str(root / "doubled.txt"), "val_fraction": 0.05},
-        "train": {
-            "batch_size": 64,
-            "max_iters": 400,
-            "learning_rate": 3e-3,
-            "min_lr": 3e-4,
-            "warmup_iters": 50,
-            "eval_interval": 50,
-            "eval_iters": 4,
-            "log_interval": 50,
-            "seed": 1,
-            "device": "cpu",
-            "dtype": "float32",
-        },
-        "out_dir": str(root / "run"),
-    }
-    train(from_dict(raw), progress=False)
+    overrides = [
+        f"out_dir={root / 'run'}",
+        f"data.data_dir={root / 'data'}",
+        f"train.max_iters={STEPS}",
+        "train.eval_interval=250",
+        "train.eval_iters=4",
+    ]
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as one_thread does, for this fixture too: a tiny model
+    try:
+        config = load_config("induction", overrides)
+        train(config, progress=False, listeners=listeners_for(config))  # as `tinygpt train` does
+    finally:
+        torch.set_num_threads(before)
     return root / "run"
 
 
-def induction_scores(snapshot: dict) -> list[float]:
-    return [h["scores"]["induction"] for h in snapshot["heads"]]
+@pytest.fixture(scope="module")
+def model(run):
+    return read_checkpoint(run / "best.pt").build_model(run / "best.pt").eval()
 
 
-def test_the_timeline_shows_an_induction_head_forming_and_the_loss_falling_with_it(run):
+@pytest.fixture(scope="module")
+def letters(model, run):
+    """The induction probes as the tools draw them: no space, no newline."""
+    chars = read_checkpoint(run / "best.pt").chars
+    avoid = Boundaries.of({c: i for i, c in enumerate(chars)}).any
+    return induction_probes(model.config.vocab_size, model.config.block_size, avoid=avoid), avoid
+
+
+def induction_by_distance(model, probes: torch.Tensor) -> torch.Tensor:
+    """Each layer-1 head's induction score on each probe: (P, nh)."""
+    weights = attention_weights(model, probes)[1]  # (P, nh, T, T)
+    keys = induction_keys(*probes.shape)  # (P, T, T)
+    return torch.stack([(weights[p] * keys[p]).sum(dim=(-1, -2)) / keys[p].sum() for p in range(len(probes))])
+
+
+def test_the_timeline_names_the_step_the_induction_head_formed_and_the_loss_on_repeats_falls(run):
     snapshots = read_timeline(run / "timeline.jsonl")
-    threshold = THRESHOLDS["induction"]
-    assert [s["step"] for s in snapshots] == list(range(0, 401, 50))
-    assert max(induction_scores(snapshots[0])) < 0.1  # absent at step 0
-    assert max(induction_scores(snapshots[-1])) > threshold  # present at the end
-    assert any(h["label"] == "induction" for h in snapshots[-1]["heads"])
-
-    formed = first_cleared(snapshots)["induction"]
-    assert formed, "the timeline names the step at which a head first cleared the induction threshold"
-    step, layer, head = formed[0]
-    assert 0 < step <= 400
+    formed = [
+        (step, layer, head) for step, layer, head in first_cleared(snapshots)["induction"] if layer == 1
+    ]
+    assert formed, "a layer-1 head clears the induction threshold, and the timeline names the step"
+    step = formed[0][0]
     at = [s["step"] for s in snapshots].index(step)
-    before = snapshots[at - 1]
-    assert (
-        next(h for h in before["heads"] if (h["layer"], h["head"]) == (layer, head))["scores"]["induction"]
-        < threshold
-    )
-    # the loss falls with it: half of every line is a copy, so predicting copies is most of the fall
-    assert snapshots[at]["val_loss"] < before["val_loss"] - 0.1
-    assert snapshots[-1]["val_loss"] < snapshots[0]["val_loss"] - 0.5  # from ln 21 ≈ 3.04
+    assert 0 < step <= STEPS
+    before = max(h["scores"]["induction"] for h in snapshots[at - 1]["heads"])
+    assert before < THRESHOLDS["induction"]
+    assert snapshots[0]["repeat_loss"] > 2.9  # about ln 22 at first: the copies as hard as anything else
+    assert snapshots[at]["repeat_loss"] < snapshots[0]["repeat_loss"] - 1.0
 
 
-def test_heads_labels_the_induction_head_and_switching_it_off_costs_the_copies_only(run):
-    heads = checkpoint_heads(run / "best.pt")
-    labelled = [r for r in heads.reports if r.label == "induction"]
-    assert labelled, "--heads labels a head induction"
-    best = max(labelled, key=lambda r: r.scores["induction"])
-    assert best.scores["induction"] > THRESHOLDS["induction"]
-
-    model = read_checkpoint(run / "best.pt").build_model(run / "best.pt").eval()
-    probes = induction_probes(model.config.vocab_size, model.config.block_size)  # (16, 32)
-    with torch.no_grad():
-        copies, originals = loss(model, probes, from_position=HALF), first_copy_loss(model, probes)
-        with ablated(model, [(best.layer, best.head)]):
-            copies_off, originals_off = (
-                loss(model, probes, from_position=HALF),
-                first_copy_loss(model, probes),
-            )
-    assert copies_off > copies + 1.0  # the copies get much harder to predict …
-    assert abs(originals_off - originals) < 0.1 * originals  # … the random first copies barely move
-    assert best.induction_loss == pytest.approx(copies_off, abs=1e-5)  # what the table reports
+def previous_scores(model, probes: torch.Tensor) -> torch.Tensor:
+    """Each layer-0 head's mean weight on the position just before the query: (nh,)."""
+    weights = attention_weights(model, probes)[0]  # (P, nh, T, T)
+    T = probes.size(1)
+    return weights[:, :, torch.arange(1, T), torch.arange(T - 1)].mean(dim=(0, 2))
 
 
-def first_copy_loss(model, probes: torch.Tensor) -> float:
-    """Loss on the first copy's targets only (positions 0 … HALF − 2 predict characters 1 … HALF − 1)."""
-    first = probes[:, :HALF]  # (N, HALF): the windows loss() reads, one character longer than predicted
-    return loss(model, first)
+def test_layer_1_copies_at_near_middle_and_far_distances_and_layer_0_looks_one_back(model, letters):
+    probes, _ = letters
+    scores = induction_by_distance(model, probes)  # (P, nh)
+    best = int(scores.mean(dim=0).argmax())
+    distances = probe_distances(*probes.shape)
+    for part in torch.tensor_split(torch.arange(len(probes)), 3):  # near, middle, far
+        assert scores[part, best].mean() > 0.25, f"copies {distances[part].tolist()} back"
+    assert float(previous_scores(model, probes).max()) > 0.2  # 1/33 on average for an even spread
+
+
+def test_switching_the_previous_token_head_off_takes_the_induction_heads_targets_away(model, letters):
+    probes, avoid = letters
+    k = knockouts(model, avoid)
+    assert k.target[0] == 1 and k.score >= THRESHOLDS["induction"]
+    weakest = min(k.without, key=k.without.get)  # the layer-0 head it cannot do without
+    assert k.score - k.without[weakest] > 0.25  # a clear margin
+    assert float(previous_scores(model, probes)[weakest[1]]) > 0.2  # and that head looks one back

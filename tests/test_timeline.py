@@ -19,7 +19,7 @@ from tinygpt.snapshots import FILE_NAME, PROBE_LENGTH, read_timeline
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only wait on each other
 
-KEYS = {"step", "train_loss", "val_loss", "probe", "heads", "attention", "top5", "sample"}
+KEYS = {"step", "train_loss", "val_loss", "repeat_loss", "probe", "heads", "attention", "top5", "sample"}
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_from_checkpoints_writes_what_training_would_have_recorded(corpus_file, 
     by_step = {s["step"]: s for s in read_timeline(recorded / FILE_NAME)}
     for snapshot in written:
         assert snapshot == by_step[snapshot["step"]]
-    assert out.startswith("   step  train    val  0.0")
+    assert out.startswith("   step  train    val repeat  0.0")
     assert main(["inspect", str(bare), "--timeline", "--from-checkpoints"]) == 2
     assert "already holds a timeline; --from-checkpoints writes one for a run that recorded none" in (
         capsys.readouterr().err
@@ -172,6 +172,15 @@ def test_the_table_gives_each_heads_dominant_role_and_the_step_each_role_first_c
     assert lines[2].split()[3:] == ["induct", "0.10", "induct", "0.10", "induct*0.45", "induct", "0.30"]
     assert "  induction  (≥ 0.4) head 1.0 at step 100, head 1.1 at step 200" in lines
     assert "  previous   (≥ 0.5) by no head" in lines
+
+
+def test_the_table_shows_the_loss_where_the_text_repeats_where_the_timeline_measured_it():
+    snapshots = [snapshot_with(0, [0.1] * 4) | {"repeat_loss": None}, snapshot_with(100, [0.1] * 4)]
+    snapshots[1]["repeat_loss"] = 0.42
+    lines = timeline_table(snapshots).splitlines()
+    assert lines[0].split()[:4] == ["step", "train", "val", "repeat"]
+    assert lines[1].split()[:4] == ["0", "2.000", "2.100", "-"]  # no window repeated itself
+    assert lines[2].split()[:4] == ["100", "2.000", "2.100", "0.420"]
 
 
 def test_a_timeline_recorded_before_a_role_existed_is_shown_with_the_roles_it_has(tmp_path):

@@ -67,7 +67,8 @@ class ModelSection:
 @dataclass
 class DataSection:
     corpus: str = setting(
-        "shakespeare", "`shakespeare` (built in, made on first use) or a path to a UTF-8 text file"
+        "shakespeare",
+        "`shakespeare` or `induction` (built in, made on first use) or a path to a UTF-8 text file",
     )
     data_dir: str = setting("data", "where the built-in corpus is written")
     val_fraction: float = setting(

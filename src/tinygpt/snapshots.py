@@ -5,6 +5,9 @@ evaluation (rank 0 only; `train.timeline: false` turns it off). Each line is one
 JSON object:
 
     {"step": int, "train_loss": float, "val_loss": float,
+     "repeat_loss": float | null,       the loss where the validation text repeats its own last 4
+                                        characters from earlier in the window (explain.heads.repeating),
+                                        on REPEAT_WINDOWS windows: what an induction head lowers
      "probe": str,                      the probe prompt (train.timeline_probe, or PROBE_LENGTH
                                         characters of the validation split from its first line start)
      "heads": [{"layer": int, "head": int, "scores": {role: float}, "label": str}, ...],
@@ -15,7 +18,7 @@ JSON object:
 
 The head scores are tinygpt.explain.heads' roles, scored cheaply: on SCORED_WINDOWS
 evenly spaced validation windows and SCORED_PROBES induction probes, fixed ones (those
-constants, and SAMPLE_LENGTH and SAMPLE_SEED, are tinygpt.explain.timeline's). The
+constants, REPEAT_WINDOWS, SAMPLE_LENGTH and SAMPLE_SEED, are tinygpt.explain.timeline's). The
 file is appended, read and rewound exactly as metrics.jsonl is (tinygpt.metrics): one
 write per line, a torn last line dropped with a note, and on --resume cut back to the
 step of last.pt, so that no evaluation is there twice or missing.

@@ -149,7 +149,16 @@ def _add_inspect(subparsers) -> None:
     p.add_argument("--layer", type=int, help="with --prompt: only this layer (default: all)")
     p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
     p.add_argument("--lens", action="store_true", help="with --prompt: the logit lens, each layer's top 5")
-    p.add_argument("--heads", action="store_true", help="a table of every head's role scores and importance")
+    p.add_argument(
+        "--heads",
+        action="store_true",
+        help="a table of every head's role scores and importance, and each in words",
+    )
+    p.add_argument(
+        "--circuits",
+        action="store_true",
+        help="the strongest Q-, K- and V-compositions between heads (weights only)",
+    )
     p.add_argument("--json", action="store_true", help="with --heads: the same as JSON")
     p.add_argument("--windows", type=int, default=16, help="with --heads: validation windows scored (16)")
     p.add_argument(

@@ -110,8 +110,10 @@ def inspect_command(args: argparse.Namespace) -> None:
             "--from-checkpoints writes the --timeline of a run that recorded none; add --timeline"
         )
     if args.timeline:
-        if args.heads or args.prompt is not None:
-            raise UserError("--timeline is a view of its own: drop --heads and --prompt, or --timeline")
+        if args.heads or args.circuits or args.prompt is not None:
+            raise UserError(
+                "--timeline is a view of its own: drop --heads, --circuits and --prompt, or --timeline"
+            )
         from tinygpt.explain.timeline import (
             FILE_NAME,
             from_checkpoints,
@@ -130,6 +132,13 @@ def inspect_command(args: argparse.Namespace) -> None:
         else:
             snapshots = timeline_of(run_dir)
         print(timeline_table(snapshots))
+        return
+    if args.circuits:
+        if args.heads or args.prompt is not None:
+            raise UserError("--circuits is a view of its own: drop --heads and --prompt, or --circuits")
+        from tinygpt.explain.circuits import checkpoint_circuits
+
+        print(checkpoint_circuits(args.checkpoint))
         return
     if args.heads:
         from tinygpt.explain.heads import checkpoint_heads, heads_json, heads_table

@@ -1,11 +1,14 @@
 """What each attention head does: its role scores (tinygpt.explain.roles), entropy and importance.
 
 Scored on validation windows (fixed, evenly spaced, `WINDOWS` by default), and the
-induction role on probes of random characters written twice (a fixed seed). A head's
+induction role on probes: random characters (no space, no newline), then a random string
+written twice, its copy a different distance back in each (a fixed seed). A head's
 entropy is the mean, over queries, of −Σ_j w_j·ln w_j (0: all on one position;
 ln(i + 1): spread evenly). Its importance is how much the validation loss on the same
 windows rises when that head alone is switched off (zero ablation, tinygpt.ablate); the
 induction loss, the loss on the probes' second copies, is given with each head off too.
+Each head is also described in words (tinygpt.explain.describe): where it looks, at what,
+and what switching it off costs.
 """
 
 import dataclasses
@@ -20,7 +23,17 @@ from tinygpt.ablate import ablated
 from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
-from tinygpt.explain.roles import ROLES, SHORT_NAMES, THRESHOLDS, Boundaries, label, scores_of
+from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
+from tinygpt.explain.roles import (
+    ROLES,
+    SHORT_NAMES,
+    THRESHOLDS,
+    Boundaries,
+    induction_keys,
+    label,
+    probe_distances,
+    scores_of,
+)
 from tinygpt.model import GPT, attention_weights
 
 WINDOWS = 16  # validation windows scored, each block_size long
@@ -45,17 +58,26 @@ class HeadReport(HeadRole):
 
     importance: float  # validation loss with this head off, minus the loss with every head on
     induction_loss: float  # loss on the probes' second copies with this head off
+    profile: dict  # where it looks and at what (tinygpt.explain.describe.Profile.as_dict)
+    description: str  # the profile and the importance in one line of words
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def induction_probes(vocab_size: int, block_size: int, count: int = PROBES) -> torch.Tensor:
-    """Random strings of block_size // 2 ids, each written twice: (count, 2·(block_size // 2))."""
-    half = block_size // 2
+def induction_probes(
+    vocab_size: int, block_size: int, count: int = PROBES, avoid: list[int] | tuple = ()
+) -> torch.Tensor:
+    """Probes of 2·(block_size // 2) ids: random ids, then a random string of d ids written twice, the
+    second copy last, d from probe_distances: (count, 2·(block_size // 2)). No probe holds an id of
+    `avoid` (the spaces and newlines: a copy is a run of characters within a word or a line)."""
+    T = 2 * (block_size // 2)
     generator = torch.Generator().manual_seed(PROBE_SEED)
-    first = torch.randint(vocab_size, (count, half), generator=generator)
-    return torch.cat([first, first], dim=1)
+    allowed = torch.tensor([i for i in range(vocab_size) if i not in avoid] or list(range(vocab_size)))
+    probes = allowed[torch.randint(len(allowed), (count, T), generator=generator)]
+    for row, d in zip(probes, probe_distances(count, T).tolist(), strict=True):
+        row[T - d :] = row[T - 2 * d : T - d]  # the second copy
+    return probes
 
 
 def entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -65,15 +87,55 @@ def entropy(weights: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def loss(model: GPT, windows: torch.Tensor, from_position: int = 0) -> float:
-    """Mean next-character loss over windows (N, T + 1), counting targets from `from_position` on."""
+def losses(model: GPT, windows: torch.Tensor) -> torch.Tensor:
+    """Next-character loss at every position of windows (N, T + 1): (N, T)."""
     model.eval()
     logits, _ = model(windows[:, :-1])
     targets = windows[:, 1:]
-    per = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none").view(
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none").view(
         targets.shape
     )
-    return per[:, from_position:].mean().item()
+
+
+def loss(model: GPT, windows: torch.Tensor) -> float:
+    """Mean next-character loss over windows (N, T + 1)."""
+    return losses(model, windows).mean().item()
+
+
+def induction_loss(model: GPT, probes: torch.Tensor) -> float:
+    """Mean loss where a probe's next character is predictable from its first copy (queries that have
+    an induction key): probes (N, T)."""
+    N, T = probes.shape
+    copies = induction_keys(N, T).any(dim=-1)[:, :-1]  # (N, T − 1): the queries loss() has targets for
+    return losses(model, probes)[copies].mean().item()
+
+
+REPEAT = 4  # characters that must recur, in order, for a position to repeat earlier text
+
+
+def repeating(ids: torch.Tensor, k: int = REPEAT) -> torch.Tensor:
+    """(N, T) bool: the k characters ending at position i occurred, in the same order, earlier in the
+    window (ending before i). There the text is copying itself, and an induction head can say what
+    comes next."""
+    N, T = ids.shape
+    out = torch.zeros(N, T, dtype=torch.bool)
+    if T < k:
+        return out
+    grams = ids.unfold(1, k, 1)  # (N, G, k): the k-gram ending at position g + k − 1
+    G = grams.size(1)
+    same = (grams.unsqueeze(2) == grams.unsqueeze(1)).all(dim=-1)  # (N, G, G)
+    earlier = torch.ones(G, G, dtype=torch.bool).tril(-1)  # gram h ends before gram g
+    out[:, k - 1 :] = (same & earlier).any(dim=-1)
+    return out
+
+
+def repeat_loss(model: GPT, windows: torch.Tensor) -> float | None:
+    """Mean loss at the positions of windows (N, T + 1) whose text repeats earlier text (`repeating`);
+    None where none does."""
+    where = repeating(windows[:, :-1])  # (N, T)
+    if not where.any():
+        return None
+    return losses(model, windows)[where].mean().item()
 
 
 @dataclass
@@ -99,21 +161,32 @@ def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, ends: Bound
     return roles
 
 
-def head_reports(model: GPT, val_ids: torch.Tensor, ends: Boundaries, windows: int = WINDOWS) -> Heads:
-    """The report of every head of `model`, scored on val_ids (a validation split's ids)."""
+def head_reports(
+    model: GPT, val_ids: torch.Tensor, ends: Boundaries, chars: list[str], windows: int = WINDOWS
+) -> Heads:
+    """The report of every head of `model`, scored on val_ids (a validation split's ids); chars: the
+    vocabulary, for the descriptions."""
     cfg = model.config
     text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
-    probes = induction_probes(cfg.vocab_size, cfg.block_size)  # (P, 2·half)
-    half = probes.size(1) // 2  # targets from index half on predict the second copy's 2nd character on
+    inputs = text[:, :-1]  # (N, T)
+    found = [p for w in attention_weights(model, inputs) for p in profiles(w, inputs, chars)]
+    probes = induction_probes(cfg.vocab_size, cfg.block_size, avoid=ends.any)  # (P, 2·half)
     base_loss = loss(model, text)
-    base_induction = loss(model, probes, from_position=half)
+    base_induction = induction_loss(model, probes)
     reports = []
-    for role in head_roles(model, text[:, :-1], probes, ends):
+    for role, profile in zip(head_roles(model, inputs, probes, ends), found, strict=True):
         with ablated(model, [(role.layer, role.head)]):
             off_loss = loss(model, text)
-            off_induction = loss(model, probes, from_position=half)
+            off_induction = induction_loss(model, probes)
+        cost = off_loss - base_loss
         reports.append(
-            HeadReport(**vars(role), importance=off_loss - base_loss, induction_loss=off_induction)
+            HeadReport(
+                **vars(role),
+                importance=cost,
+                induction_loss=off_induction,
+                profile=profile.as_dict(),
+                description=describe(profile, cost),
+            )
         )
     return Heads(reports, base_loss, base_induction)
 
@@ -123,7 +196,7 @@ def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
     saved = read_checkpoint(checkpoint)
     model = saved.build_model(checkpoint).eval()
     val, ends = scoring_text(saved, model, checkpoint, windows)
-    return head_reports(model, val, ends, windows)
+    return head_reports(model, val, ends, saved.chars, windows)
 
 
 def scoring_text(
@@ -144,7 +217,7 @@ def page_roles(
     val, ends = scoring_text(saved, model, checkpoint, windows)
     cfg = model.config
     text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
-    return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size), ends)
+    return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size, avoid=ends.any), ends)
 
 
 def heads_json(heads: Heads) -> str:
@@ -173,5 +246,12 @@ def heads_table(heads: Heads) -> str:
     lines.append(
         f"ind. loss: loss on the induction probes' second copies with that head off "
         f"({heads.induction_loss:.4f} with every head on)"
+    )
+    lines.append("")
+    lines += [f"{r.layer:>3}.{r.head:<1}  {r.description}" for r in heads.reports]
+    lines.append(
+        "each head in words: the fewest offsets holding half its attention; the characters it attends to "
+        f"at least {SHARE:.0%} of the time and {LIFT:g}× as often as an even spread would, and the "
+        "characters that attend to the first of them most; its entropy in nats; what switching it off costs"
     )
     return "\n".join(lines)

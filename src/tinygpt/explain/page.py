@@ -38,6 +38,7 @@ from tinygpt.ablate import validation_means
 from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, one_thread, step_effects
+from tinygpt.explain.circuits import page_circuits
 from tinygpt.explain.heads import page_roles
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.pca import principal_components
@@ -179,6 +180,7 @@ def page_data(
         "metrics": metrics,
         "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
         "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
+        "circuits": page_circuits(saved, model, path),  # compositions and head descriptions (circuits.js)
     }
     next_step(steps, "writing the page")
     return data
@@ -194,15 +196,16 @@ def next_step(steps: tqdm, what: str) -> None:
     steps.set_description(what)
 
 
+STYLES = ("explainer", "timeline", "circuits")  # the page's style sheets in assets/, inlined in this order
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The HTML file: the template with its style, script and data inlined."""
     assets = resources.files("tinygpt.explain") / "assets"
     template = Template((assets / "explainer.html").read_text(encoding="utf-8"))
     return template.substitute(
         title=html.escape(f"tinygpt explainer · {data['run']}/{data['checkpoint']}"),
-        style="\n".join(
-            (assets / name).read_text(encoding="utf-8") for name in ("explainer.css", "timeline.css")
-        ),
+        style="\n".join((assets / f"{name}.css").read_text(encoding="utf-8") for name in STYLES),
         script=page_script(),
         data=script_json(data),
     )

@@ -2,7 +2,10 @@
 
 Every score is a mean attention weight, so it lies in [0, 1]: the share of a query's
 attention that goes where the role says. Scored on validation windows except `induction`,
-scored on probes of random characters written twice (tinygpt.explain.heads says which):
+scored on probes (tinygpt.explain.heads draws them): random characters, never a space or a
+newline, then a random string of d characters written twice, d differing from probe to
+probe (probe_distances: a quarter of half a block to half a block back), so a head that
+copies from one fixed distance scores on few of them:
 
     previous    weight on position i − 1                               (queries i ≥ 1)
     self        weight on position i itself
@@ -11,7 +14,7 @@ scored on probes of random characters written twice (tinygpt.explain.heads says 
     word_start  weight on the most recent space or newline before i    (queries that have one)
     line_start  weight on the most recent newline before i             (queries that have one)
     induction   in the second copy, weight from the copy of character t to position t + 1 of
-                the first copy: the character that followed it last time
+                the first copy, d − 1 back: the character that followed it last time
 
 A head's label is the role with the highest score among those that clear their
 thresholds, else "mixed". To add a role: one Role in TABLE (its name, the table's short
@@ -36,6 +39,11 @@ class Boundaries:
 
     word: list[int]
     line: list[int]
+
+    @property
+    def any(self) -> list[int]:
+        """Every id that ends a word or a line: what the induction probes leave out."""
+        return sorted(set(self.word + self.line))
 
     @classmethod
     def of(cls, ids: dict[str, int]) -> "Boundaries":
@@ -158,11 +166,25 @@ def _mean_where(weights: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     return (share * has.unsqueeze(1)).sum(dim=(0, 2)) / count
 
 
+def probe_distances(count: int, length: int) -> torch.Tensor:
+    """How far back each probe's first copy is: evenly from length // 8 (at least 2) to length // 2."""
+    return torch.linspace(max(2, length // 8), length // 2, count).round().long()  # (count,)
+
+
+def induction_keys(count: int, length: int) -> torch.Tensor:
+    """(count, T, T): from each second-copy position i but the last, the key i − d + 1 an induction head
+    attends to (the character after the first copy's twin), d the probe's distance."""
+    keys = torch.zeros(count, length, length, dtype=torch.bool)
+    for row, d in enumerate(probe_distances(count, length).tolist()):
+        i = torch.arange(length - d, length - 1)
+        keys[row, i, i - d + 1] = True
+    return keys
+
+
 def induction_scores(weights: torch.Tensor) -> torch.Tensor:
-    """Weight from second-copy position half + t to first-copy position t + 1: (N, nh, 2h, 2h) -> (nh,)."""
-    half = weights.size(-1) // 2
-    t = torch.arange(half - 1)
-    return weights[:, :, half + t, t + 1].mean(dim=(0, 2))
+    """Weight on the induction keys of the probes (induction_keys): (N, nh, T, T) -> (nh,)."""
+    N, _, T, _ = weights.shape
+    return _mean_where(weights, induction_keys(N, T))
 
 
 def label(scores: dict[str, float]) -> str:

@@ -19,7 +19,7 @@ from tinygpt.config import RunConfig
 from tinygpt.data import Corpus, validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import escaped
-from tinygpt.explain.heads import induction_probes
+from tinygpt.explain.heads import REPEAT, induction_probes, repeat_loss
 from tinygpt.explain.roles import ROLES, SHORT_NAMES, THRESHOLDS, Boundaries, label, scores_of
 from tinygpt.files import write_atomic
 from tinygpt.generate import generate
@@ -30,6 +30,7 @@ from tinygpt.tokenizer import EMPTY_PROMPT_START, CharTokenizer
 
 SCORED_WINDOWS = 4  # validation windows the head scores are measured on
 SCORED_PROBES = 4  # induction probes (random strings written twice)
+REPEAT_WINDOWS = 16  # validation windows the loss where the text repeats itself is measured on
 SAMPLE_LENGTH = 200
 SAMPLE_TEMPERATURE = 0.8
 SAMPLE_SEED = 0
@@ -44,8 +45,9 @@ class Recorder:
         self.tokenizer = tokenizer
         self.probe_ids = probe_of(tokenizer, val_ids, block_size, probe)  # (P,)
         self.windows = validation_windows(val_ids, block_size, SCORED_WINDOWS)[:, :-1]  # (N, T)
-        self.probes = induction_probes(tokenizer.vocab_size, block_size, SCORED_PROBES)  # (M, 2·half)
+        self.repeats = validation_windows(val_ids, block_size, REPEAT_WINDOWS)  # (R, T + 1)
         self.ends = Boundaries.of(tokenizer.ids)
+        self.probes = induction_probes(tokenizer.vocab_size, block_size, SCORED_PROBES, self.ends.any)
         start = tokenizer.ids.get(EMPTY_PROMPT_START, int(self.probe_ids[0]))
         self.sample_start = torch.tensor([[start]])  # (1, 1)
 
@@ -59,6 +61,7 @@ class Recorder:
                 "step": step,
                 "train_loss": train_loss,
                 "val_loss": val_loss,
+                "repeat_loss": self._repeat_loss(model),
                 "probe": self.tokenizer.decode(self.probe_ids.tolist()),
                 "heads": self._heads(model),
                 "attention": attention,
@@ -67,6 +70,10 @@ class Recorder:
             }
         finally:
             model.train(was_training)
+
+    def _repeat_loss(self, model: GPT) -> float | None:
+        found = repeat_loss(model, self.repeats.to(model.wte.weight.device))
+        return None if found is None else round(found, DECIMALS)
 
     def _heads(self, model: GPT) -> list[dict[str, Any]]:
         device = model.wte.weight.device
@@ -192,14 +199,22 @@ def first_cleared(snapshots: list[dict[str, Any]]) -> dict[str, list[tuple[int, 
 def timeline_table(snapshots: list[dict[str, Any]]) -> str:
     """One row per snapshot: the losses, then each head's dominant role and score; then when roles formed."""
     heads = [(h["layer"], h["head"]) for h in snapshots[0]["heads"]]
-    header = f"{'step':>7} {'train':>6} {'val':>6}  " + " ".join(f"{f'{L}.{H}':<12}" for L, H in heads)
-    lines = [header]
+    repeats = "repeat_loss" in snapshots[0]  # a timeline recorded before it was measured lacks it
+    header = f"{'step':>7} {'train':>6} {'val':>6} " + (f"{'repeat':>6} " if repeats else "")
+    lines = [header + " " + " ".join(f"{f'{L}.{H}':<12}" for L, H in heads)]
     for s in snapshots:
         cells = []
         for h in s["heads"]:
             role, score, cleared = dominant(h["scores"])
             cells.append(f"{SHORT_NAMES[role] + ('*' if cleared else ''):<7}{score:.2f}".ljust(12))
-        lines.append(f"{s['step']:>7} {s['train_loss']:>6.3f} {s['val_loss']:>6.3f}  " + " ".join(cells))
+        losses = f"{s['step']:>7} {s['train_loss']:>6.3f} {s['val_loss']:>6.3f} "
+        losses += f"{_loss(s['repeat_loss']):>6} " if repeats else ""
+        lines.append(losses + " " + " ".join(cells))
+    if repeats:
+        lines.append(
+            f"repeat: the validation loss where the text repeats its own last {REPEAT} characters from "
+            "earlier in the window, which an induction head lowers (- where no window repeats)"
+        )
     lines.append("each head: the role it scores highest on (* where that clears its threshold, its label)")
     lines.append("")
     lines.append("first cleared its threshold:")
@@ -208,6 +223,10 @@ def timeline_table(snapshots: list[dict[str, Any]]) -> str:
         lines.append(f"  {role:<11}(≥ {THRESHOLDS[role]}) {where}")
     lines.append(f"probe: {''.join(map(escaped, snapshots[-1]['probe']))}")
     return "\n".join(lines)
+
+
+def _loss(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def timeline_of(run_dir: str | Path) -> list[dict[str, Any]]:

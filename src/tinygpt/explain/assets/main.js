@@ -6,6 +6,7 @@ import { DATA, ID, rowOf, V } from "./base.js";
 import { forward, traceFromData, W } from "./model.js";
 import { onSelection, onTrace, select, setTrace, state, toggleHead } from "./state.js";
 import "./timeline.js";
+import "./circuits.js";
 import { renderArithmetic, setupBackward } from "./arithmetic.js";
 import { renderCurves, renderPca } from "./charts.js";
 import { renderExample } from "./example.js";

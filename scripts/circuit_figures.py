@@ -1,0 +1,248 @@
+"""Regenerate the figures of docs/circuits.md from trained runs: every number there comes from here.
+
+    python scripts/circuit_figures.py          # from checkpoints/induction and checkpoints/cpu
+    python scripts/circuit_figures.py --run checkpoints/induction --cpu-run checkpoints/cpu \\
+        --seeds checkpoints/induction_seed2 checkpoints/induction_seed3
+
+From the induction run: docs/circuits_timeline.svg (the loss, the loss where the text repeats
+and the two heads' scores at every evaluation, with the step the induction head formed) and
+the block of docs/circuits.md between `<!-- figures: induction -->` and `<!-- /figures -->`
+(the timeline, `inspect --circuits` and `inspect --heads` of its best.pt). From the
+cpu.yaml run, when given and present: the block between `<!-- figures: cpu -->` and
+`<!-- /figures -->`. A run that is missing is said, and its block is left as it was.
+"""
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works from a plain checkout too
+
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.errors import UserError
+from tinygpt.explain.circuits import checkpoint_circuits
+from tinygpt.explain.heads import checkpoint_heads, heads_table
+from tinygpt.explain.roles import THRESHOLDS
+from tinygpt.explain.timeline import first_cleared, timeline_of
+from tinygpt.files import write_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def best_of(snapshot: dict, layer: int, role: str) -> float:
+    return max(h["scores"][role] for h in snapshot["heads"] if h["layer"] == layer)
+
+
+def loss(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def formed_at(snapshots: list[dict]) -> int | None:
+    """The first step a layer-1 head cleared the induction threshold, or None."""
+    found = [step for step, layer, _ in first_cleared(snapshots)["induction"] if layer >= 1]
+    return found[0] if found else None
+
+
+W, H, LEFT, RIGHT, TOP, BOTTOM = 640, 380, 50, 590, 20, 250  # the picture, and the plot inside it
+
+
+def frame(hi: float, last_step: int) -> list[str]:
+    """The picture's opening, its three axes and their end labels: losses 0 … hi, scores 0 … 1."""
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" font-family="sans-serif" '
+        'font-size="12">',
+        f'<rect width="{W}" height="{H}" fill="#fff"/>',
+        f'<line x1="{LEFT}" y1="{BOTTOM}" x2="{RIGHT}" y2="{BOTTOM}" stroke="#999"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{BOTTOM}" stroke="#999"/>',
+        f'<line x1="{RIGHT}" y1="{TOP}" x2="{RIGHT}" y2="{BOTTOM}" stroke="#999"/>',
+        f'<text x="{LEFT - 6}" y="{TOP + 4}" text-anchor="end">{hi:.1f}</text>',
+        f'<text x="{LEFT - 6}" y="{BOTTOM + 4}" text-anchor="end">0</text>',
+        f'<text x="{RIGHT + 6}" y="{TOP + 4}">1</text>',
+        f'<text x="{RIGHT + 6}" y="{BOTTOM + 4}">0</text>',
+        f'<text x="{LEFT}" y="{BOTTOM + 18}">0</text>',
+        f'<text x="{RIGHT}" y="{BOTTOM + 18}" text-anchor="end">step {last_step}</text>',
+    ]
+
+
+def timeline_svg(snapshots: list[dict]) -> str:
+    """Losses (left axis) and the best layer-0 previous and layer-1 induction scores (right, 0-1) by step."""
+    steps = [s["step"] for s in snapshots]
+    hi = max(s[k] for s in snapshots for k in ("val_loss", "repeat_loss") if s[k] is not None)
+
+    def x(step: float) -> float:
+        return LEFT + (RIGHT - LEFT) * step / max(steps[-1], 1)
+
+    def y(value: float, top: float) -> float:  # top: the value at the top of the plot
+        return BOTTOM - (BOTTOM - TOP) * value / top
+
+    series = [  # values, the axis's top, colour, dash, name
+        ([s["val_loss"] for s in snapshots], hi, "#1d2330", "", "validation loss (nats, left)"),
+        ([s["repeat_loss"] for s in snapshots], hi, "#1d2330", "5 4", "loss where the text repeats (left)"),
+        ([best_of(s, 0, "previous") for s in snapshots], 1, "#1f5fbf", "", "layer 0: previous score (right)"),
+        (
+            [best_of(s, 1, "induction") for s in snapshots],
+            1,
+            "#e8590c",
+            "",
+            "layer 1: induction score (right)",
+        ),
+    ]
+    parts = frame(hi, steps[-1])
+    formed = formed_at(snapshots)
+    if formed is not None:
+        parts.append(
+            f'<line x1="{x(formed):.1f}" y1="{TOP}" x2="{x(formed):.1f}" y2="{BOTTOM}" stroke="#e8590c" '
+            f'stroke-dasharray="2 3"/><text x="{x(formed) + 4:.1f}" y="{BOTTOM - 6}" fill="#e8590c">'
+            f"induction ≥ {THRESHOLDS['induction']} at step {formed}</text>"
+        )
+    for n, (values, top, colour, dash, name) in enumerate(series):
+        style = f' stroke-dasharray="{dash}"' if dash else ""
+        points = " ".join(
+            f"{x(step):.1f},{y(v, top):.1f}" for step, v in zip(steps, values, strict=True) if v is not None
+        )
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{style} points="{points}"/>')
+        at = BOTTOM + 44 + 18 * n  # the legend, under the axis
+        parts.append(
+            f'<line x1="{LEFT + 70}" y1="{at - 4}" x2="{LEFT + 95}" y2="{at - 4}" stroke="{colour}" '
+            f'stroke-width="2"{style}/><text x="{LEFT + 100}" y="{at}">{name}</text>'
+        )
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def induction_block(run: Path) -> str:
+    """The induction run in words and tables, from its timeline and best.pt."""
+    snapshots = timeline_of(run)
+    best = run / "best.pt"
+    saved = read_checkpoint(best)
+    record, train = saved.record, saved.config["train"]
+    formed = formed_at(snapshots)
+    rows = [
+        "| step | val loss | loss where the text repeats | layer 0: previous | layer 1: induction |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for s in snapshots:
+        rows.append(
+            f"| {s['step']} | {s['val_loss']:.3f} | {loss(s['repeat_loss'])} | "
+            f"{best_of(s, 0, 'previous'):.2f} | {best_of(s, 1, 'induction'):.2f} |"
+        )
+    when = f"step {formed}" if formed is not None else "no step: it did not form"
+    jump = ""
+    if formed is not None:
+        at = [s["step"] for s in snapshots].index(formed)
+        a, b = snapshots[max(at - 2, 0)], snapshots[at]
+        jump = (
+            f" From step {a['step']} to step {b['step']} the best layer-1 induction score went from "
+            f"{best_of(a, 1, 'induction'):.2f} to {best_of(b, 1, 'induction'):.2f}, the best layer-0 "
+            f"previous score from {best_of(a, 0, 'previous'):.2f} to {best_of(b, 0, 'previous'):.2f}, and "
+            f"the loss where the text repeats from {loss(a['repeat_loss'])} to {loss(b['repeat_loss'])}."
+        )
+    return "\n".join(
+        [
+            f"Run: `{run}`, {record['step']:,} steps, seed {train['seed']}, {record['dtype']} on "
+            f"{record['device']}, {record['wall_time_s'] / 60:.1f} minutes of training (wall time on the "
+            "machine that trained it, which may have been busy). A layer-1 head first cleared the induction "
+            f"threshold ({THRESHOLDS['induction']}) at {when}.{jump}",
+            "",
+            *rows,
+            "",
+            "The best head of each layer at each evaluation; the scores are `inspect --heads`'s, on 4 probes "
+            "and 4 validation windows. `inspect --circuits` on its best.pt:",
+            "",
+            "```text",
+            checkpoint_circuits(best),
+            "```",
+            "",
+            "`inspect --heads` on the same checkpoint:",
+            "",
+            "```text",
+            heads_table(checkpoint_heads(best)),
+            "```",
+        ]
+    )
+
+
+def seeds_line(runs: list[Path]) -> str:
+    """One sentence: at which step each other seed's induction head formed, if it did."""
+    found = []
+    for run in runs:
+        snapshots = timeline_of(run)
+        seed = read_checkpoint(run / "best.pt").config["train"]["seed"]
+        formed = formed_at(snapshots)
+        found.append(
+            f"seed {seed} at step {formed}"
+            if formed is not None
+            else f"seed {seed} not within its {snapshots[-1]['step']:,} steps"
+        )
+    return f"Other seeds of the same config formed their induction head at: {'; '.join(found)}."
+
+
+def cpu_block(run: Path) -> str:
+    """What cpu.yaml's run grew: its heads, its best induction score and whether one formed."""
+    best = run / "best.pt"
+    record = read_checkpoint(best).record
+    snapshots = timeline_of(run)
+    top = max(h["scores"]["induction"] for s in snapshots for h in s["heads"])
+    formed = formed_at(snapshots)
+    verdict = (
+        f"a layer-1-or-later head cleared the induction threshold at step {formed}"
+        if formed is not None
+        else f"no head cleared the induction threshold ({THRESHOLDS['induction']}) at any evaluation; the "
+        f"best induction score any head reached was {top:.2f}"
+    )
+    return "\n".join(
+        [
+            f"Run: `{run}`, {record['step']:,} steps, {record['dtype']} on {record['device']}, "
+            f"{record['wall_time_s'] / 60:.1f} minutes of training (wall time, on a machine that may have "
+            "been busy). Over its timeline, "
+            f"{verdict}. `inspect --heads` on its best.pt:",
+            "",
+            "```text",
+            heads_table(checkpoint_heads(best)),
+            "```",
+        ]
+    )
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """text with the lines between `<!-- figures: name -->` and the next `<!-- /figures -->` set to body."""
+    pattern = re.compile(rf"(<!-- figures: {name} -->\n).*?(\n<!-- /figures -->)", re.S)
+    if not pattern.search(text):
+        raise UserError(f"the doc has no <!-- figures: {name} --> … <!-- /figures --> block to fill")
+    return pattern.sub(lambda m: m[1] + body + m[2], text, count=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--run", default="checkpoints/induction", help="the induction run (configs/induction.yaml)"
+    )
+    parser.add_argument("--seeds", nargs="*", default=[], help="runs of the same config with other seeds")
+    parser.add_argument("--cpu-run", default="checkpoints/cpu", help="cpu.yaml's run (skipped if absent)")
+    parser.add_argument("--doc", default=str(ROOT / "docs" / "circuits.md"))
+    parser.add_argument("--svg", default=str(ROOT / "docs" / "circuits_timeline.svg"))
+    args = parser.parse_args(argv)
+    try:
+        doc = Path(args.doc)
+        text = doc.read_text(encoding="utf-8")
+        run = Path(args.run)
+        write_atomic(args.svg, timeline_svg(timeline_of(run)))
+        block = induction_block(run)
+        if args.seeds:
+            block += "\n\n" + seeds_line([Path(r) for r in args.seeds])
+        text = replace_block(text, "induction", block)
+        if (Path(args.cpu_run) / "best.pt").is_file():
+            text = replace_block(text, "cpu", cpu_block(Path(args.cpu_run)))
+        else:
+            print(f"note: no {args.cpu_run}/best.pt; its block is left as it was", file=sys.stderr)
+        write_atomic(doc, text)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.svg} and the figures in {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
