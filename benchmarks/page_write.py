@@ -24,7 +24,7 @@ from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.page import step_data, write_page
 from tinygpt.model import GPT, GPTConfig
 
-CONFIG = Path(__file__).resolve().parents[1] / "src" / "tinygpt" / "configs" / "cpu.yaml"
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cpu.yaml"
 
 
 def untrained_checkpoint(directory: Path) -> Path:
