@@ -163,6 +163,29 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
     assert left == ["best.pt", "config.yaml", "last.pt", "metrics.jsonl", "timeline.jsonl"]  # no lock, temp
 
 
+def test_a_second_signal_during_the_save_the_first_asked_for_waits_for_it(tiny_config, monkeypatch):
+    """Ctrl-C at step 5, then again while last.pt is being written: the second stops the run once
+    last.pt is whole (not half-way, which left a run with no last.pt, refused both ways)."""
+    import tinygpt.checkpoint
+
+    run, real, saves = Path(tiny_config.out_dir), tinygpt.checkpoint.write_atomic, []
+    signal_during_step(monkeypatch, 5)
+
+    def write_atomic(path, data):
+        saves.append(Path(path).name)
+        if saves == ["last.pt", "best.pt", "last.pt"]:  # step 0's two, then the stop's at step 5
+            signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the save
+        real(path, data)
+
+    monkeypatch.setattr(tinygpt.checkpoint, "write_atomic", write_atomic)
+    with pytest.raises(Interrupted, match="stopped by a second SIGINT once last.pt was saved") as e:
+        train(tiny_config, progress=False)
+    assert e.value.exit_code == 130
+    assert read_checkpoint(run / "last.pt")["record"]["step"] == 5
+    monkeypatch.undo()
+    assert train(tiny_config, resume=True, progress=False)["step"] == 60
+
+
 def test_sighup_when_the_terminal_closes_stops_like_sigterm(tiny_config, monkeypatch):
     # as in a terminal: a process started under nohup ignores SIGHUP, and keeps ignoring it
     before = signal.signal(signal.SIGHUP, signal.SIG_DFL)

@@ -23,7 +23,7 @@ from tinygpt.checkpoint import Checkpoint, build_checkpoint, read_checkpoint, sa
 from tinygpt.config import RunConfig
 from tinygpt.data import Corpus
 from tinygpt.device import pick_device
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks, process_group
@@ -32,7 +32,7 @@ from tinygpt.training.interrupt import Interrupted, StopRequest
 from tinygpt.training.loggers import Loggers
 from tinygpt.training.precision import out_of_memory
 from tinygpt.training.progress import Bar, Progress, print_summary
-from tinygpt.training.run_dir import RunDirectory
+from tinygpt.training.run_dir import RunDirectory, saved_step
 from tinygpt.training.setup import RESUME_ADVICE, Setup, set_up
 from tinygpt.training.step import estimate_loss, global_batch, lr_at
 
@@ -93,17 +93,19 @@ def _train(
 ) -> dict[str, Any]:
     # ---------------------------------------------------------------- set-up
     t = config.train
-    saved = read_checkpoint(run.last, advice=RESUME_ADVICE) if resume and run.last.is_file() else None
-    setup = set_up(config, ranks, saved, run.last)
+    saved_path = run.resume_point() if resume else None  # last.pt; best.pt where a run left no last.pt
+    saved = read_checkpoint(saved_path, advice=RESUME_ADVICE) if saved_path else None
+    setup = set_up(config, ranks, saved, saved_path)
     if ranks.is_main:
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    state, evaluated_at_start = _where_it_starts(saved, setup, run)
+    state, evaluated_at_start = _where_it_starts(saved, saved_path, setup, run)
     start_step = state.step
     if ranks.is_main:
         print_summary(setup, run.path, start_step)
-    training = Training(setup, run, state, stop, saved is not None, loggers, listeners)
+    last_saved = start_step if saved_path == run.last else None  # the step last.pt holds
+    training = Training(setup, run, state, stop, last_saved, loggers, listeners)
     if ranks.is_main:  # rank 0 logs, as it writes metrics.jsonl
         first_logged = start_step + 1 if evaluated_at_start else start_step
         loggers.start(run.path, first_logged, resumed=saved is not None)
@@ -135,12 +137,22 @@ def _train(
     return training.finish()
 
 
-def _where_it_starts(saved: Checkpoint | None, setup: Setup, run: RunDirectory) -> tuple[Progress, bool]:
-    """Step 0, or the step last.pt holds with its state restored; and whether that step was evaluated."""
+def _where_it_starts(
+    saved: Checkpoint | None, path: Path | None, setup: Setup, run: RunDirectory
+) -> tuple[Progress, bool]:
+    """Step 0, or the step last.pt holds with its state restored (best.pt's, where there is no last.pt,
+    with its weights only); and whether that step was evaluated."""
     if saved is None:
         return Progress(), False
-    state = Progress.from_record(saved.record, run.last)
-    setup.restore(saved, run.last)
+    state = Progress.from_record(saved.record, path)
+    if path == run.last:
+        setup.restore(saved, run.last)
+    elif setup.ranks.is_main:
+        print(
+            f"note: {shown(run.path)} has no last.pt; resuming from best.pt (step {state.step}): its "
+            "weights, with the optimizer's state and the batches started afresh (best.pt does not keep them)",
+            file=sys.stderr,
+        )
     if setup.ranks.is_main:
         run.rewind_metrics(state.step)
     # a run stopped during an evaluation saved last.pt without it: the resumed run evaluates that step first
@@ -148,7 +160,7 @@ def _where_it_starts(saved: Checkpoint | None, setup: Setup, run: RunDirectory) 
     max_iters = setup.config.train.max_iters
     if state.step > max_iters:
         raise UserError(
-            f"--resume: {run.last} is at step {state.step}, past train.max_iters = {max_iters}; "
+            f"--resume: {path} is at step {state.step}, past train.max_iters = {max_iters}; "
             f"set train.max_iters above {state.step} to train on"
         )
     return state, evaluated
@@ -163,7 +175,7 @@ class Training:
         run: RunDirectory,
         progress: Progress,
         stop: StopRequest,
-        resumed: bool,
+        last_saved: int | None,
         loggers: Loggers,
         listeners: Sequence[Listener],
     ):
@@ -174,8 +186,7 @@ class Training:
         self.run = run
         self.stop_request = stop
         self.progress = progress
-        self.start_step = progress.step
-        self.last_saved = progress.step if resumed else None  # the step last.pt holds
+        self.last_saved = last_saved  # the step last.pt holds
         self.started = time.perf_counter() - progress.wall_time_s
         t = setup.config.train
         checked_every = min(t.log_interval, t.eval_interval, t.max_iters)  # most steps between checks
@@ -227,7 +238,7 @@ class Training:
                 listener.evaluated(step, losses, s.model)
             best = " (best)" if improved else ""
             bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
-        if step > self.start_step:
+        if self.last_saved != step:  # step 0's too: from its first evaluation on, a run can be resumed
             self.save(self.run.last, with_state=True)
         if improved:  # step 0 too: a run whose later evaluations never beat it still has a best.pt
             self.save(self.run.best, with_state=False)
@@ -252,11 +263,11 @@ class Training:
         behind: this puts the two back in agreement.
         """
         p = self.progress
-        if p.best_step != p.step or _record_step(self.run.best) == p.step:
+        if p.best_step != p.step or saved_step(self.run.best) == p.step:
             return
         print(
-            f"note: {self.run.best} did not hold step {p.step}, the best evaluation {self.run.last} records; "
-            f"rewritten from {self.run.last}",
+            f"note: {shown(self.run.best)} did not hold step {p.step}, the best evaluation "
+            f"{shown(self.run.last)} records; rewritten from it",
             file=sys.stderr,
         )
         self.save(self.run.best, with_state=False)
@@ -274,18 +285,16 @@ class Training:
         """A checkpoint of the current model; with optimizer and random states (every rank's) for last.pt."""
         s = self.setup
         rank_rng = s.ranks.gather(s.rng_state()) if with_state else None  # every rank takes part
-        if s.ranks.is_main:
-            # a step can ruin the weights while its own loss is finite (an infinite gradient): never save them
-            if not torch.stack([p.isfinite().all() for p in s.model.parameters()]).all():
-                self.diverged(f"the weights are no longer finite at step {self.progress.step}")
-            optimizer = s.optimizer.state_dict() if with_state else None  # the same on every rank
-            record = self.record()
-            save_checkpoint(
-                build_checkpoint(
-                    s.model, s.corpus.tokenizer, s.config.to_dict(), record, optimizer, rank_rng
-                ),
-                path,
-            )
+        # a step can ruin the weights while its own loss is finite (an infinite gradient): never save them
+        if s.ranks.is_main and not torch.stack([p.isfinite().all() for p in s.model.parameters()]).all():
+            self.diverged(f"the weights are no longer finite at step {self.progress.step}")
+        with self.stop_request.saving(path.name):  # a second signal meanwhile waits for a whole file
+            if s.ranks.is_main:
+                optimizer = s.optimizer.state_dict() if with_state else None  # the same on every rank
+                made = build_checkpoint(
+                    s.model, s.corpus.tokenizer, s.config.to_dict(), self.record(), optimizer, rank_rng
+                )
+                save_checkpoint(made, path)
         if with_state:
             self.last_saved = self.progress.step  # on every rank: a stop saves only where none is
 
@@ -323,14 +332,6 @@ class Training:
             "world_size": s.ranks.world_size,
             "global_batch": global_batch(s.config.train, s.ranks),
         }
-
-
-def _record_step(path: Path) -> int | None:
-    """The step a checkpoint's record holds, or None if it is missing or does not read."""
-    try:
-        return read_checkpoint(path).record["step"]
-    except (UserError, KeyError, TypeError):
-        return None
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:

@@ -16,10 +16,11 @@ from typing import Any
 
 import yaml
 
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.errors import UserError
 from tinygpt.files import write_atomic
-from tinygpt.metrics import append_metrics, rewind_metrics
+from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
 from tinygpt.snapshots import FILE_NAME as TIMELINE
 from tinygpt.snapshots import rewind_timeline
 from tinygpt.training.lock import RunLock
@@ -71,10 +72,11 @@ class RunDirectory:
         self.lock.release()
 
     def check(self, resume: bool) -> None:
-        """Refuse a directory that cannot take this run (a file, no run to resume, a run in the way)."""
+        """Refuse a directory that cannot take this run: a file; nothing to resume; a run in the way,
+        which is never overwritten (whatever it holds of a run's work: checkpoints, evaluations)."""
         if self.path.exists() and not self.path.is_dir():
             raise UserError(f"out_dir {self.path} is a file, not a directory; choose another out_dir")
-        if resume and not self.last.is_file():
+        if resume and self.resume_point() is None:
             raise UserError(
                 f"--resume: there is no {self.last} to resume from; train without --resume to start this run"
             )
@@ -83,6 +85,37 @@ class RunDirectory:
                 f"{self.path} already holds a run; add --resume to continue it, or start a "
                 f"new one elsewhere with --set out_dir=checkpoints/<new name>"
             )
+        work = self.work()
+        if not resume and work:
+            choice = (
+                "add --resume to continue from best.pt's weights" if self.best.is_file() else "remove them"
+            )
+            raise UserError(
+                f"{self.path} already holds a run's {work} but no last.pt; {choice}, or start a new run "
+                f"elsewhere with --set out_dir=checkpoints/<new name>"
+            )
+
+    def resume_point(self) -> Path | None:
+        """The checkpoint --resume continues from: last.pt; or best.pt, which a run leaves alone only
+        when its last.pt was removed or (before step 0's last.pt was saved) never written."""
+        return next((p for p in (self.last, self.best) if p.is_file()), None)
+
+    def work(self) -> str:
+        """The run's work this directory holds, in words ('' for none): a best.pt, and evaluations.
+
+        A step-0 evaluation alone is not work: it is of the untrained model, and a run killed
+        before its first last.pt leaves it (and config.yaml) behind, to be started again.
+        """
+        steps = [e["step"] for e in read_metrics(self.metrics)] if self.metrics.is_file() else []
+        step = saved_step(self.best)
+        held = (
+            [f"best.pt ({'which does not read' if step is None else f'step {step}'})"]
+            if self.best.exists()
+            else []
+        )
+        if steps and (held or max(steps) > 0):
+            held.append(f"metrics.jsonl ({len(steps)} evaluations, to step {max(steps)})")
+        return ", ".join(held)
 
     def prepare(self, config: RunConfig, resume: bool) -> None:
         """Lock the directory, then write config.yaml and clear what a killed run left half-done."""
@@ -108,3 +141,11 @@ class RunDirectory:
 
     def log(self, entry: dict[str, Any]) -> None:
         append_metrics(self.metrics, entry)
+
+
+def saved_step(path: Path) -> int | None:
+    """The step a checkpoint's record holds, or None if it is missing or does not read."""
+    try:
+        return read_checkpoint(path).step
+    except UserError:
+        return None
