@@ -9,11 +9,14 @@ job ends, in tinygpt.app.job_exit.
 """
 
 import argparse
+import difflib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from tinygpt.app import commands
 from tinygpt.app.job_exit import (
@@ -23,7 +26,8 @@ from tinygpt.app.job_exit import (
     wait_for_rank_0_to_say_it,
 )
 from tinygpt.config import DEVICES, shipped_configs
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
+from tinygpt.training.interrupt import stopping_like_ctrl_c
 
 
 def _numbers(text: str) -> list[float]:
@@ -31,7 +35,9 @@ def _numbers(text: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of numbers; write one such as 1,0.5"
+        ) from None
 
 
 def _html_path(text: str) -> str:
@@ -44,8 +50,81 @@ def _html_path(text: str) -> str:
     return text
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse under tinygpt's error policy: a mistake on the command line (a value of the wrong
+    kind, an unknown choice or option, a missing value) is one line `error: …` with the fix, exit 2,
+    instead of argparse's usage text. Each command's parser is one too (add_parser makes its kind)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {shown(usage_mistake(self, message))}\n")
+
+
+def usage_mistake(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's complaint, said as tinygpt says a mistake: what is wrong, then what to type."""
+    listed = f"`{parser.prog} --help` lists them"
+    argument = re.fullmatch(r"argument (\S+): (.*)", message, re.S)
+    if argument:
+        option, problem = argument.groups()
+        return _argument_mistake(parser, option.split("/")[-1], problem)
+    if message.startswith("unrecognized arguments: "):
+        first = message.removeprefix("unrecognized arguments: ").split()[0]
+        if not first.startswith("-"):
+            return f"{parser.prog} takes no argument {first!r} here; {listed}"
+        options = [o for a in parser._actions for o in a.option_strings]  # argparse keeps them here
+        close = difflib.get_close_matches(first.partition("=")[0], options, 1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"{parser.prog} has no option {first}; {hint}{listed}"
+    if message == "the following arguments are required: command":
+        return "name a command: train, sample, inspect, explain, export, evaluate or bench (`tinygpt --help`)"
+    if message.startswith("the following arguments are required: "):
+        needed = message.removeprefix("the following arguments are required: ")
+        return f"{parser.prog} needs {needed}; `{parser.prog} --help` says what it takes, with an example"
+    ambiguous = re.fullmatch(r"ambiguous option: (\S+) could match (.*)", message)
+    if ambiguous:
+        return f"{ambiguous[1]} could be any of {ambiguous[2]}; write the whole option"
+    return f"{message}; `{parser.prog} --help` lists the options"
+
+
+def _argument_mistake(parser: argparse.ArgumentParser, option: str, problem: str) -> str:
+    """One option's value refused by argparse: of the wrong kind, not a choice, or missing."""
+    kind = re.fullmatch(r"invalid (int|float) value: '(.*)'", problem, re.S)
+    if kind and kind[1] == "int":
+        example = _whole(parser, option, kind[2])
+        return f"{option} {kind[2]!r} is not a whole number; write one in digits, e.g. {option} {example}"
+    if kind:
+        return f"{option} {kind[2]!r} is not a number; write one such as {option} 0.5"
+    choice = re.fullmatch(r"invalid choice: '(.*)' \(choose from (.*)\)", problem, re.S)
+    if choice:
+        given, choices = choice[1], [c.strip("'") for c in choice[2].split(", ")]
+        close = difflib.get_close_matches(given, choices, 1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        what = "tinygpt has no command" if option == "command" else f"{option} takes no"
+        return f"{what} {given!r}: choose one of {', '.join(choices)}{hint}"
+    if problem.startswith("expected"):
+        return (
+            f"{option} needs a value after it; one that starts with '-' is joined to it by '=', "
+            f"as in {option}=-0.5"
+        )
+    other = re.fullmatch(r"not allowed with argument (\S+)", problem)
+    if other:
+        return f"{option} and {other[1].split('/')[-1]} cannot be given together; give one of them"
+    return f"{option} {problem}"  # tinygpt's own value checks (--html, --q …) already say the fix
+
+
+def _whole(parser: argparse.ArgumentParser, option: str, text: str) -> str:
+    """A whole number to show for the one typed: itself in digits if it is one (1e9), else the default."""
+    try:
+        number = float(text)
+        if number.is_integer() and abs(number) < 1e18:
+            return str(int(number))
+    except ValueError:
+        pass
+    default = parser._option_string_actions[option].default  # argparse keeps each option's action here
+    return str(default) if isinstance(default, int) else "100"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tinygpt", description="A small, transparent character-level GPT.")
+    parser = Parser(prog="tinygpt", description="A small, transparent character-level GPT.")
     parser.add_argument("--version", action="version", version=f"tinygpt {package_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_train(subparsers)
@@ -286,24 +365,29 @@ def _add_bench(subparsers) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, which knows its options
+        commands_action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands_action.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return run(args.func, args)
 
 
 def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     try:
-        if getattr(args, "prompt_file", None) is not None:
-            args.prompt = commands.read_prompt_file(args.prompt_file)
-        return func(args) or 0
+        with stopping_like_ctrl_c():  # SIGTERM too leaves no half-written file behind
+            if getattr(args, "prompt_file", None) is not None:
+                args.prompt = commands.read_prompt_file(args.prompt_file)
+            return func(args) or 0
     except UserError as e:
         if said_by_this_process(e):
             print(f"error: {e}", file=sys.stderr)
         else:
             wait_for_rank_0_to_say_it()
         return leave_job_if_failed(2)
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM or SIGHUP as Interrupted: half-written files gone
+        print(f"\n{e or 'interrupted'}", file=sys.stderr)
+        return getattr(e, "exit_code", 130)
     except BrokenPipeError:  # the reader went away (`… | head`): stop quietly, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         return 141  # 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe
