@@ -82,6 +82,12 @@ def test_overrides_apply_in_order_with_yaml_values(tmp_path):
         ("train: {dtype: float8}", r"one of auto, float32, bfloat16, float16"),
         ("train: {betas: [0.9]}", r"train.betas"),
         ("model: {n_embd: 100, n_head: 6}", r"n_embd = 100 is not divisible by model.n_head = 6"),
+        (  # the hint fits the model: not "e.g. 192" for a 32-wide one
+            "model: {n_embd: 32, n_head: 3}",
+            r"multiple of n_head \(e.g. 30 or 33\) or n_head as a divisor of n_embd \(e.g. 2 or 4\)",
+        ),
+        # a block of 1 leaves attention one key, its own: every head view would be empty (issue 27)
+        ("model: {block_size: 1}", r"model.block_size = 1 is not allowed; .* an integer ≥ 2"),
         ("train: {learning_rate: 1e-4, min_lr: 1e-3}", r"min_lr .* above"),
         ("model: [1, 2]", r"section 'model' must be a mapping"),
         ("- a list", r"top level must be a mapping"),

@@ -107,12 +107,22 @@ def test_another_corpus_is_scored_in_the_checkpoints_own_ids(odd_checkpoint, tmp
 def test_evaluate_errors_are_one_line(odd_checkpoint, tmp_path, capsys):
     foreign = tmp_path / "foreign.txt"
     foreign.write_text("KING€ " * 100, encoding="utf-8")
+    short = tmp_path / "short.txt"
+    short.write_text("K", encoding="utf-8")
     cases = [
         (
             ["--corpus", str(foreign)],
             f"corpus {foreign} has 1 character(s) the checkpoint's vocabulary lacks: '€'",
         ),
-        (["--corpus", str(tmp_path / "none.txt")], f"corpus file {tmp_path / 'none.txt'} does not exist"),
+        (
+            ["--corpus", str(tmp_path / "none.txt")],
+            f"corpus file {tmp_path / 'none.txt'} does not exist; pass --corpus a UTF-8 text file",
+        ),
+        (  # the model's block is set: no advice to train with a smaller one, and "1 character"
+            ["--corpus", str(short)],
+            f"corpus {short} has 1 character, fewer than model.block_size + 1 = 17; "
+            "pass --corpus a longer text",
+        ),
         (["--batch-size", "0"], "--batch-size 0 is below 1; use 1 or more"),
     ]
     for extra, message in cases:

@@ -171,9 +171,22 @@ def test_typing_a_prompt_updates_everything(odd_checkpoint, tmp_path, open_page)
     assert shown_weights(page) == pytest.approx(
         python_weights(odd_checkpoint, "QUEEN:\nthe 😀", 11), abs=6e-5
     )
-    page.fill("#prompt-input", "the €")
-    assert 'Not in the model\'s vocabulary: "€"' in page.text_content("#prompt-note")
+    page.fill("#prompt-input", "the €\u2028\u2029")
+    note = page.text_content("#prompt-note")
+    assert 'Not in the model\'s vocabulary: "€" U+2028 U+2029' in note  # not two "�"
     assert page.locator("#tokens .tok").count() == 12, "an unreadable prompt leaves the last one shown"
+
+
+def test_a_run_name_that_turns_text_around_turns_nothing_else(odd_checkpoint, tmp_path, open_page):
+    """U+202E (right-to-left override) in the run's directory name: the header's line reads left to right."""
+    run = tmp_path / "abc\u202edef"
+    run.mkdir()
+    shutil.copy(odd_checkpoint, run / "best.pt")
+    write_page(run / "best.pt", PROMPT, tmp_path / "p.html", LAYER, HEAD)
+    page = open_page(tmp_path / "p.html")
+    assert page.text_content("#about bdi") == "abc\u202edef/best.pt"  # the name, kept to itself:
+    assert page.evaluate("getComputedStyle(document.querySelector('#about bdi')).unicodeBidi") == "isolate"
+    assert page.text_content("#about").startswith("abc\u202edef/best.pt · ")  # the rest outside it
 
 
 def test_large_model_page_shows_the_python_trace(odd_checkpoint, tmp_path, open_page):

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from tinygpt.config import ModelSection, from_dict
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.files import write_atomic
 from tinygpt.integrity import OTHER_ADVICE, digest, refusal, seal, seal_problem, unreadable
 from tinygpt.model import GPT, GPTConfig
@@ -177,10 +177,7 @@ def read_checkpoint(
     """
     path = Path(path)
     if not path.exists():
-        raise UserError(
-            f"checkpoint {path} does not exist; train one first "
-            "(python scripts/train.py --config configs/cpu.yaml) or pass --checkpoint"
-        )
+        raise UserError(f"checkpoint {path} does not exist; {_missing_advice(path)}")
     if path.is_dir():
         raise UserError(f"checkpoint {path} is a directory; pass a .pt file such as {path}/best.pt")
     try:
@@ -311,6 +308,14 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, str))
 
 
+def _missing_advice(path: Path) -> str:
+    """What to pass instead of a checkpoint that is not there: the ones beside it, if any."""
+    beside = sorted(p.name for p in path.parent.glob("*.pt")) if path.parent.is_dir() else []
+    if beside:
+        return f"{path.parent} holds {', '.join(beside[:5])}"
+    return "check the path: a run's checkpoints are its best.pt and last.pt, e.g. checkpoints/cpu/best.pt"
+
+
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
@@ -342,5 +347,8 @@ def chosen_checkpoint(given: str | Path | None, root: str | Path = "checkpoints"
     if given:
         return Path(given)
     path = latest_checkpoint(root)
-    print(f"using {path}, the newest best.pt under {root}/ (choose one with --checkpoint)", file=sys.stderr)
+    print(
+        f"using {shown(path)}, the newest best.pt under {shown(root)}/ (choose one with --checkpoint)",
+        file=sys.stderr,
+    )
     return path

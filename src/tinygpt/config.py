@@ -59,7 +59,11 @@ class ModelSection:
     n_layer: int = setting(6, "transformer blocks", low=1)
     n_head: int = setting(6, "attention heads per block; must divide n_embd", low=1)
     n_embd: int = setting(384, "width of the residual stream", low=1)
-    block_size: int = setting(256, "context length in characters", low=1)
+    block_size: int = setting(
+        256,
+        "context length in characters; at least 2, so that attention has a character to look back at",
+        low=2,
+    )
     dropout: float = setting(0.2, "dropout probability", low=0.0, high=1.0, high_open=True)
     bias: bool = setting(True, "biases in linear layers and layer norms (GPT-2: true)")
 
@@ -274,13 +278,25 @@ def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
     raise UserError(f"{source}: unknown key {prefix + str(key)!r}; {hint}")  # !r: quoted, escaped
 
 
+def _divisors_near(n: int, wanted: int) -> list[int]:
+    """The divisors of n closest to `wanted`, the one below and the one above (as there are)."""
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    below = [d for d in divisors if d < wanted][-1:]
+    above = [d for d in divisors if d > wanted][:1]
+    return below + above
+
+
 def _check_together(config: RunConfig, source: str) -> None:
     """Rules that involve more than one key."""
     m, t = config.model, config.train
     if m.n_embd % m.n_head != 0:
+        below = m.n_embd // m.n_head * m.n_head
+        widths = " or ".join(str(w) for w in (below, below + m.n_head) if w > 0)
+        heads = " or ".join(str(h) for h in _divisors_near(m.n_embd, m.n_head))
         raise UserError(
             f"{source}: model.n_embd = {m.n_embd} is not divisible by model.n_head = "
-            f"{m.n_head}; pick n_embd as a multiple of n_head (e.g. {m.n_head * 64})"
+            f"{m.n_head}; pick n_embd as a multiple of n_head (e.g. {widths}) or n_head as a divisor "
+            f"of n_embd (e.g. {heads})"
         )
     if t.min_lr > t.learning_rate:
         raise UserError(

@@ -18,7 +18,7 @@ import torch
 from tinygpt import repeats, shakespeare
 from tinygpt.checkpoint import Checkpoint
 from tinygpt.config import DataSection, from_dict
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.files import write_atomic
 from tinygpt.integrity import digest
 from tinygpt.tokenizer import CharTokenizer
@@ -30,26 +30,29 @@ BUILTIN_CORPORA = {  # data.corpus names the program builds into data.data_dir o
 CACHE_VERSION = 3  # 2: line endings made \n and a byte-order mark dropped; 3: a digest of the contents
 
 
-def resolve_corpus(data: DataSection) -> Path:
-    """The corpus file a data section names, building the built-in one if needed."""
+def resolve_corpus(data: DataSection, option: str = "data.corpus") -> Path:
+    """The corpus file a data section names, building the built-in one if needed.
+
+    `option` is where the user named it (data.corpus, or evaluate's --corpus), for the fix a mistake names.
+    """
     if data.corpus in BUILTIN_CORPORA:
         _check_data_dir(Path(data.data_dir))
         name, build = BUILTIN_CORPORA[data.corpus]
         return build(Path(data.data_dir) / name)
     path = Path(data.corpus).expanduser()
+    give = "set data.corpus to" if option == "data.corpus" else f"pass {option}"
     if not path.exists():
         close = difflib.get_close_matches(data.corpus, BUILTIN_CORPORA, n=1, cutoff=0.7)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise UserError(
-            f"corpus file {path} does not exist{hint}; set data.corpus to a UTF-8 text file "
-            f"or to one of: {', '.join(BUILTIN_CORPORA)}"
+            f"corpus file {path} does not exist{hint}; {give} a UTF-8 text file "
+            f"or {'to ' if option == 'data.corpus' else ''}one of: {', '.join(BUILTIN_CORPORA)}"
         )
     if path.is_dir():
-        raise UserError(f"corpus {path} is a directory, not a file; set data.corpus to a text file")
+        raise UserError(f"corpus {path} is a directory, not a file; {give} a text file")
     if not path.is_file():
         raise UserError(
-            f"corpus {path} is not a regular file (a device, a pipe or a socket); "
-            "set data.corpus to a text file"
+            f"corpus {path} is not a regular file (a device, a pipe or a socket); {give} a text file"
         )
     return path
 
@@ -117,7 +120,7 @@ def _write_cache(cache: Path, payload: dict) -> None:
         write_atomic(cache, data.getbuffer())
     except OSError as e:
         print(
-            f"note: cannot write the id cache {cache} ({e.strerror or e}); the corpus is encoded "
+            f"note: cannot write the id cache {shown(cache)} ({e.strerror or e}); the corpus is encoded "
             "again each time",
             file=sys.stderr,
         )
@@ -144,26 +147,39 @@ def _check_data_dir(data_dir: Path) -> None:
         )
 
 
-def load_corpus(data: DataSection, block_size: int) -> Corpus:
-    """Resolve, read, encode and split the corpus; check each split can fill a window."""
-    path = resolve_corpus(data)
+def load_corpus(data: DataSection, block_size: int, option: str = "data.corpus") -> Corpus:
+    """Resolve, read, encode and split the corpus; check each split can fill a window.
+
+    `option`: data.corpus for a run to train; evaluate's --corpus for a trained model, whose block is set.
+    """
+    path = resolve_corpus(data, option)
     tokenizer, ids = load_ids(path)
     n_train = int(len(ids) * (1 - data.val_fraction))
     train, val = ids[:n_train], ids[n_train:]
     need = block_size + 1
+    training = option == "data.corpus"
     if len(ids) < need:
+        fix = "use a longer corpus or a smaller block_size" if training else f"pass {option} a longer text"
         raise UserError(
-            f"corpus {path} has {len(ids)} characters, fewer than model.block_size + 1 = "
-            f"{need}; use a longer corpus or a smaller block_size"
+            f"corpus {path} has {characters(len(ids))}, fewer than model.block_size + 1 = {need}; {fix}"
         )
     for name, split in (("training", train), ("validation", val)):
         if len(split) < need:
+            fix = (
+                "use a longer corpus, a smaller block_size or a different data.val_fraction"
+                if training
+                else f"pass {option} a longer text (the run's val_fraction is {data.val_fraction:g})"
+            )
             raise UserError(
-                f"the {name} split of {path} has {len(split)} characters, fewer than "
-                f"model.block_size + 1 = {need}; use a longer corpus, a smaller block_size "
-                f"or a different data.val_fraction"
+                f"the {name} split of {path} has {characters(len(split))}, fewer than "
+                f"model.block_size + 1 = {need}; {fix}"
             )
     return Corpus(path, tokenizer, train, val)
+
+
+def characters(n: int) -> str:
+    """'1 character', '2,048 characters'."""
+    return f"{n:,} character{'' if n == 1 else 's'}"
 
 
 class Batches:

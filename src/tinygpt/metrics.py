@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.files import write_atomic
 
 
@@ -48,7 +48,7 @@ def _drop_torn_end(fd: int, path: str | Path) -> None:
 
 
 def _note_torn(path: str | Path, where: str) -> None:
-    print(f"note: {path}: {where} was torn (its writer stopped mid-line); dropped", file=sys.stderr)
+    print(f"note: {shown(path)}: {where} was torn (its writer stopped mid-line); dropped", file=sys.stderr)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

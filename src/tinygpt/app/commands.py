@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tinygpt.app.job_exit import leave_job_if_failed
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -28,14 +28,14 @@ def train_command(args: argparse.Namespace) -> int:
         record = train(config, resume=args.resume, progress=not args.quiet, listeners=listeners_for(config))
     except Interrupted as e:
         if is_main_process():
-            print(e, file=sys.stderr)
+            print(shown(e), file=sys.stderr)
             if (Path(config.out_dir) / "last.pt").is_file():
-                print(f"to resume: {resume_line(config.out_dir)}", file=sys.stderr)
+                print(f"to resume: {shown(resume_line(config.out_dir))}", file=sys.stderr)
         return leave_job_if_failed(e.exit_code)  # under torchrun, the rank ends here (see there why)
     if is_main_process():  # under torchrun, once for the job
         print(
             f"done: step {record['step']}, best val loss {record['best_val_loss']:.4f}; "
-            f"checkpoints in {config.out_dir}"
+            f"checkpoints in {shown(config.out_dir)}"
         )
     return 0
 
@@ -47,12 +47,14 @@ def run_of_own_config(config_path: str, out_dir: str, overrides: list[str]) -> s
     otherwise resume (and change) the original. `--set out_dir=…` still decides.
     """
     here = Path(config_path).parent
-    own = Path(config_path).name == "config.yaml" and (here / "last.pt").is_file()
+    own = Path(config_path).name == "config.yaml" and any(
+        (here / n).is_file() for n in ("last.pt", "best.pt")
+    )
     if not own or any(o.partition("=")[0].strip() == "out_dir" for o in overrides):
         return out_dir
     if Path(out_dir).expanduser().resolve() != here.resolve():
         note = f"note: resuming {here}, whose config.yaml this is (it was written for {out_dir})"
-        print(note, file=sys.stderr)
+        print(shown(note), file=sys.stderr)
     return str(here)
 
 
@@ -126,7 +128,7 @@ def inspect_command(args: argparse.Namespace) -> None:
         if args.from_checkpoints:
             snapshots = from_checkpoints(run_dir)
             print(
-                f"wrote {run_dir / FILE_NAME}: {len(snapshots)} snapshots from its checkpoints",
+                f"wrote {shown(run_dir / FILE_NAME)}: {len(snapshots)} snapshots from its checkpoints",
                 file=sys.stderr,
             )
         else:
@@ -179,9 +181,16 @@ def explain_command(args: argparse.Namespace) -> None:
 
         where = args.html or None
         page = write_page(
-            checkpoint, args.prompt, where, args.layer, args.head, args.token, progress=True, lr=args.lr
+            checkpoint,
+            args.prompt,
+            where,
+            args.layer,
+            args.head,
+            args.token,
+            progress=sys.stderr.isatty(),  # a bar only where someone watches; not into a log file
+            lr=args.lr,
         )
-        print(page)
+        print(shown(page))
         return
     print(
         walkthrough_of(
@@ -221,7 +230,7 @@ def read_prompt_file(path: str) -> str:
 def export_command(args: argparse.Namespace) -> None:
     from tinygpt.app.export import export
 
-    print(export(args.checkpoint, args.out_dir, args.format))
+    print(shown(export(args.checkpoint, args.out_dir, args.format)))
 
 
 def evaluate_command(args: argparse.Namespace) -> None:
@@ -230,7 +239,7 @@ def evaluate_command(args: argparse.Namespace) -> None:
     result = evaluate_checkpoint(
         args.checkpoint, args.corpus, args.split, args.batch_size, args.device, progress=not args.quiet
     )
-    print(result.summary())
+    print(shown(result.summary()))
 
 
 def bench_command(args: argparse.Namespace) -> None:

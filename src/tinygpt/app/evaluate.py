@@ -116,7 +116,7 @@ def evaluate_checkpoint(
     saved = read_checkpoint(checkpoint)
     model = saved.build_model(checkpoint).to(dev)
     data = _data_section(saved, checkpoint, corpus)
-    loaded = load_corpus(data, model.config.block_size)
+    loaded = load_corpus(data, model.config.block_size, "--corpus")  # a trained model: its block is set
     ids = _in_vocabulary(getattr(loaded, split), loaded, saved.tokenizer)
     loss = split_loss(model, ids.to(dev), batch_size, progress=progress)
     return Evaluation(str(checkpoint), saved.step, split, loaded.path, len(ids), loss)

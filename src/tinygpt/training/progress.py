@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.precision import cpu_multiplies_bfloat16
 from tinygpt.training.setup import RESUME_ADVICE, Setup
@@ -120,13 +120,13 @@ def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
         f"{c.n_embd} wide, block {c.block_size})"
     )
     print(
-        f"corpus: {corpus.path} ({len(corpus.train) + len(corpus.val):,} characters, "
+        f"corpus: {shown(corpus.path)} ({len(corpus.train) + len(corpus.val):,} characters, "
         f"vocabulary {corpus.tokenizer.vocab_size})"
     )
     print(
         f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
         f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
-        f"{f', resuming at step {step}' if step else ''}; run directory {run_dir}"
+        f"{f', resuming at step {step}' if step else ''}; run directory {shown(run_dir)}"
     )
     if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
         print(

@@ -59,7 +59,9 @@ export function glyph(c) {
 }
 
 // a character in prose: its glyph in quotes, so a newline reads "↵" here as everywhere on the page
-export const quoted = (c) => `"${glyph(c)}"`;
+// one that has no glyph of its own (a line separator U+2028, a format character) by its code point
+const codePoint = (c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+export const quoted = (c) => (glyph(c) === "�" ? codePoint(c) : `"${glyph(c)}"`);
 
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);

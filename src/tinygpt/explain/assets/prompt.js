@@ -8,14 +8,15 @@ import { chars, select, setTrace, state } from "./state.js";
 export function renderAbout() {
   const record = DATA.record;
   const parts = [
-    `${DATA.run}/${DATA.checkpoint}`,
     `${DATA.params.toLocaleString("en")} parameters`,
     `${CFG.n_layer} layers × ${NH} heads, n_embd ${C}, d_head ${HS}, block ${CFG.block_size}`,
     `vocabulary of ${V} characters`,
   ];
   if (record.step !== undefined) parts.push(`trained ${record.step.toLocaleString("en")} steps`);
   if (record.best_val_loss !== undefined) parts.push(`best val loss ${record.best_val_loss.toFixed(4)}`);
-  document.getElementById("about").textContent = parts.join(" · ");
+  // the run's name is the user's: isolated, so that a direction mark in it (U+202E) turns nothing after it
+  const name = el("bdi", { text: `${DATA.run}/${DATA.checkpoint}` });
+  document.getElementById("about").replaceChildren(name, ` · ${parts.join(" · ")}`);
   document.getElementById("roles-note").textContent = DATA.roles_note || "";
 }
 

@@ -1,0 +1,69 @@
+"""SIGTERM and SIGHUP during any command stop it as Ctrl-C does: the half-written file or directory
+goes, and the exit code is 128 + the signal's number. (Training's own stop is in test_interrupt.py.)
+
+Each signal is raised from inside the write it interrupts, so it comes at the same point every run.
+"""
+
+import signal
+
+import pytest
+
+import tinygpt.export
+import tinygpt.files
+from tinygpt.cli import main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def signal_half_way_through_a_write(monkeypatch, signum: int) -> None:
+    """The next file write_atomic writes stops half-way: signum comes after its first half."""
+
+    class HalfThenSignal:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[: len(data) // 2])
+            signal.raise_signal(signum)  # its handler runs here
+            return self.f.write(data[len(data) // 2 :])
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(
+        tinygpt.files, "open", lambda path, mode: HalfThenSignal(open(path, mode)), raising=False
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_a_signal_during_the_page_write_leaves_no_partial_file(
+    odd_checkpoint, tmp_path, monkeypatch, capsys, signum
+):
+    before = signal.signal(signum, signal.SIG_DFL)  # as in a terminal (pytest under nohup ignores SIGHUP)
+    try:
+        signal_half_way_through_a_write(monkeypatch, signum)
+        page = tmp_path / "over.html"
+        assert main(["explain", str(odd_checkpoint), "--html", str(page)]) == 128 + signum
+        assert list(tmp_path.iterdir()) == []  # neither the page nor its hidden .over.html.<pid>.partial
+        assert f"stopped by {signal.Signals(signum).name}" in capsys.readouterr().err
+        assert signal.getsignal(signum) is signal.SIG_DFL  # put back as it was
+    finally:
+        signal.signal(signum, before)
+
+
+def test_sigterm_during_an_export_leaves_no_partial_directory(odd_checkpoint, tmp_path, monkeypatch):
+    real = tinygpt.export._write_safetensors
+
+    def write_then_signal(*args):
+        real(*args)
+        signal.raise_signal(signal.SIGTERM)  # the files are in the hidden directory, not yet renamed
+
+    monkeypatch.setattr(tinygpt.export, "_write_safetensors", write_then_signal)
+    assert main(["export", str(odd_checkpoint), str(tmp_path / "out"), "--format", "safetensors"]) == 143
+    assert list(tmp_path.iterdir()) == []
