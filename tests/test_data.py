@@ -7,7 +7,7 @@ import torch
 from tinygpt import data as data_module
 from tinygpt import repeats
 from tinygpt.config import DataSection
-from tinygpt.data import Batches, encode_corpus, load_corpus, load_ids
+from tinygpt.data import Batches, encode_corpus, load_corpus, load_ids, validation_windows, window_count
 from tinygpt.errors import UserError
 
 
@@ -189,3 +189,10 @@ def test_a_misspelt_built_in_corpus_is_one_line_that_names_it(tmp_path, monkeypa
     with pytest.raises(UserError) as e:
         load_corpus(DataSection(corpus="inductoin", data_dir=str(tmp_path)), block_size=8)
     assert "does not exist (did you mean induction?)" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_validation_windows_are_at_most_as_many_as_the_split_holds():
+    ids = torch.arange(20)
+    windows = validation_windows(ids, block_size=4, count=10**12)  # no trillion-element linspace
+    assert window_count(ids, 4) == 16 and windows.shape == (16, 5)
+    assert windows[:, 0].tolist() == list(range(16))  # every start once

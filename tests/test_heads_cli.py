@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 
 import pytest
 from conftest import tiny_raw, train
@@ -109,3 +110,14 @@ def test_mistakes_are_one_line(run, capsys, args, message):
     assert main([a.format(best=run / "best.pt") for a in args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_more_windows_than_the_split_holds_are_refused_before_any_work(run, capsys):
+    """--windows 1000000000 once asked torch.linspace for a billion starts (24 GB, then the OOM killer)."""
+    assert main(["inspect", str(run / "best.pt"), "--heads", "--windows", "1000000000"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(
+        r"error: --windows 1,000,000,000 is more than the [\d,]+ windows of 17 characters the validation "
+        r"split holds; use at most \d+",
+        line,
+    )

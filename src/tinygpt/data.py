@@ -219,10 +219,16 @@ def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Pat
     return corpus.val
 
 
+def window_count(ids: torch.Tensor, block_size: int) -> int:
+    """How many distinct windows of block_size + 1 ids the split holds (one per start)."""
+    return max(0, len(ids) - block_size)
+
+
 def validation_windows(ids: torch.Tensor, block_size: int, count: int) -> torch.Tensor:
-    """`count` windows of block_size + 1 ids at evenly spaced starts through the split: (N, T + 1)."""
+    """`count` windows of block_size + 1 ids at evenly spaced starts through the split: (N, T + 1);
+    at most as many as there are (`window_count`), whatever count asks."""
     span = len(ids) - block_size - 1
     if span < 0:
         raise ValueError("the split is shorter than one window")
-    starts = torch.linspace(0, span, count).round().long().unique()
+    starts = torch.linspace(0, span, min(count, span + 1)).round().long().unique()
     return torch.stack([ids[s : s + block_size + 1].long() for s in starts.tolist()])

@@ -239,7 +239,11 @@ def _add_inspect(subparsers) -> None:
         help="the strongest Q-, K- and V-compositions between heads (weights only)",
     )
     p.add_argument("--json", action="store_true", help="with --heads: the same as JSON")
-    p.add_argument("--windows", type=int, default=16, help="with --heads: validation windows scored (16)")
+    p.add_argument(
+        "--windows",
+        type=int,
+        help="with --heads: validation windows scored (default 16, or as many as the split holds)",
+    )
     p.add_argument(
         "--timeline",
         action="store_true",

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from tinygpt.ablate import ablated
 from tinygpt.checkpoint import Checkpoint, read_checkpoint
-from tinygpt.data import validation_split_of, validation_windows
+from tinygpt.data import validation_split_of, validation_windows, window_count
 from tinygpt.errors import UserError
 from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
 from tinygpt.explain.roles import (
@@ -191,22 +191,30 @@ def head_reports(
     return Heads(reports, base_loss, base_induction)
 
 
-def checkpoint_heads(checkpoint: str | Path, windows: int = WINDOWS) -> Heads:
-    """Every head of a checkpoint, scored on the validation split of the corpus it was trained on."""
+def checkpoint_heads(checkpoint: str | Path, windows: int | None = None) -> Heads:
+    """Every head of a checkpoint, scored on the validation split of the corpus it was trained on:
+    on `windows` windows of it (--windows), or by default on WINDOWS (or as many as it holds)."""
     saved = read_checkpoint(checkpoint)
     model = saved.build_model(checkpoint).eval()
     val, ends = scoring_text(saved, model, checkpoint, windows)
-    return head_reports(model, val, ends, saved.chars, windows)
+    return head_reports(model, val, ends, saved.chars, windows or WINDOWS)
 
 
 def scoring_text(
-    saved: Checkpoint, model: GPT, checkpoint: str | Path, windows: int
+    saved: Checkpoint, model: GPT, checkpoint: str | Path, windows: int | None
 ) -> tuple[torch.Tensor, Boundaries]:
-    """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint."""
-    if windows < 1:
+    """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint;
+    `windows` (if the user chose it) checked against what the split holds."""
+    if windows is not None and windows < 1:
         raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
     chars = saved.chars
     val = validation_split_of(saved, model.config.block_size, checkpoint)
+    held = window_count(val, model.config.block_size)
+    if windows is not None and windows > held:
+        raise UserError(
+            f"--windows {windows:,} is more than the {held:,} windows of {model.config.block_size + 1} "
+            f"characters the validation split holds; use at most {held}"
+        )
     return val, Boundaries.of({c: i for i, c in enumerate(chars)})
 
 
@@ -214,7 +222,7 @@ def page_roles(
     saved: Checkpoint, model: GPT, checkpoint: str | Path, windows: int = WINDOWS
 ) -> list[HeadRole]:
     """The roles the explainer page labels its heatmaps with (scores only: no ablation losses)."""
-    val, ends = scoring_text(saved, model, checkpoint, windows)
+    val, ends = scoring_text(saved, model, checkpoint, None)  # as many as there are, up to `windows`
     cfg = model.config
     text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
     return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size, avoid=ends.any), ends)
