@@ -1,8 +1,12 @@
 """Export to Hugging Face transformers and to bare safetensors: the export computes what tinygpt does."""
 
 import json
+import shutil
 import stat
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -166,3 +170,44 @@ def test_an_export_onto_a_full_disk_is_one_error_and_leaves_nothing(tmp_path, fm
         "free some space (or fix the directory) and export again\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]  # no partial directory or file
+
+
+@contextmanager
+def mounted(path, *options: str) -> Iterator[None]:
+    """A fresh tmpfs mounted on path for the test (mount(8): root, in a namespace that allows it)."""
+    path.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", *options, "none", str(path)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip() or 'not root'}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
+
+
+@pytest.mark.skipif(shutil.which("mount") is None, reason="no mount(8)")
+def test_an_export_onto_a_mount_point_says_to_export_inside_it(tmp_path, capsys):
+    """An empty mount point is an empty directory, which export takes, but the rename into place fails
+    there (EBUSY): once said as a full disk; a read-only one gets other advice again."""
+    write_checkpoint(tmp_path / "best.pt")
+    writable, read_only = tmp_path / "disk", tmp_path / "ro"
+    with mounted(writable), mounted(read_only, "-o", "ro"):
+        assert main(["export", str(tmp_path / "best.pt"), str(writable), "--format", "safetensors"]) == 2
+        assert capsys.readouterr().err == (
+            f"error: {writable} is a mount point; an export is written beside its directory and renamed "
+            "into place, which a mount point cannot be: export into a new directory inside it, e.g. "
+            f"{writable / 'model'}\n"
+        )
+        assert (
+            main(["export", str(tmp_path / "best.pt"), str(writable / "model"), "--format", "safetensors"])
+            == 0
+        )
+        assert main(["export", str(tmp_path / "best.pt"), str(read_only), "--format", "safetensors"]) == 2
+        assert "a mount point of a read-only file system" in capsys.readouterr().err
+        assert (
+            main(["export", str(tmp_path / "best.pt"), str(read_only / "x"), "--format", "safetensors"]) == 2
+        )
+        err = capsys.readouterr().err
+        no_space = f"error: cannot create {read_only / 'x'}: Read-only file system; "
+        assert err == no_space + "export onto a writable file system\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "disk", "ro"]  # nothing beside

@@ -8,6 +8,7 @@
 the model config and the vocabulary; `load_safetensors` reads them back.
 """
 
+import errno
 import json
 import os
 import re
@@ -107,6 +108,25 @@ def _check_out_dir(out_dir: Path) -> None:
         raise UserError(f"{out_dir} is a file; export into a new directory")
     if out_dir.is_dir() and any(out_dir.iterdir()):
         raise UserError(f"{out_dir} already exists and is not empty; export into a new directory")
+    if out_dir.is_dir() and os.path.ismount(out_dir):  # the rename into place would fail: EBUSY
+        read_only = _read_only(out_dir)
+        inside = "on a writable file system" if read_only else f"inside it, e.g. {out_dir / 'model'}"
+        raise UserError(
+            f"{out_dir} is a mount point{' of a read-only file system' if read_only else ''}; "
+            "an export is written beside its directory and renamed into place, which a mount point cannot "
+            f"be: export into a new directory {inside}"
+        )
+
+
+def _read_only(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
+def _fix(error: BaseException) -> str:
+    """What to do about a failed write: a read-only file system is not made writable by freeing space."""
+    if isinstance(error, OSError) and error.errno == errno.EROFS:
+        return "export onto a writable file system"
+    return "free some space (or fix the directory) and export again"
 
 
 @contextmanager
@@ -116,7 +136,7 @@ def _built_then_renamed(out_dir: Path) -> Iterator[Path]:
     try:
         partial.mkdir(parents=True)
     except OSError as e:
-        raise UserError(f"cannot create {out_dir}: {e.strerror}") from None
+        raise UserError(f"cannot create {out_dir}: {e.strerror}; {_fix(e)}") from None
     try:
         yield partial
         _readable_by_all(partial)
@@ -127,8 +147,7 @@ def _built_then_renamed(out_dir: Path) -> Iterator[Path]:
         if reason is None:
             raise
         raise UserError(
-            f"cannot write the export to {out_dir}: {reason}; nothing was written; free some space "
-            "(or fix the directory) and export again"
+            f"cannot write the export to {out_dir}: {reason}; nothing was written; {_fix(e)}"
         ) from None
 
 
