@@ -8,9 +8,9 @@ import signal
 
 import pytest
 
-import tinygpt.export
+import tinygpt.app.export
 import tinygpt.files
-from tinygpt.cli import main
+from tinygpt.app.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -58,12 +58,12 @@ def test_a_signal_during_the_page_write_leaves_no_partial_file(
 
 
 def test_sigterm_during_an_export_leaves_no_partial_directory(odd_checkpoint, tmp_path, monkeypatch):
-    real = tinygpt.export._write_safetensors
+    real = tinygpt.app.export._write_safetensors
 
     def write_then_signal(*args):
         real(*args)
         signal.raise_signal(signal.SIGTERM)  # the files are in the hidden directory, not yet renamed
 
-    monkeypatch.setattr(tinygpt.export, "_write_safetensors", write_then_signal)
+    monkeypatch.setattr(tinygpt.app.export, "_write_safetensors", write_then_signal)
     assert main(["export", str(odd_checkpoint), str(tmp_path / "out"), "--format", "safetensors"]) == 143
     assert list(tmp_path.iterdir()) == []
