@@ -90,6 +90,13 @@ def resume(given: Given, *extra: str) -> list[str]:
     return ["train.py", "--config", "run/config.yaml", "--set", "out_dir=run", "--quiet", *extra]
 
 
+def without_last_pt(given: Given) -> list[str]:
+    """Train afresh into a copy of the run whose last.pt is gone: best.pt, metrics and timeline remain."""
+    args = resume(given)
+    (given.dir / "run" / "last.pt").unlink()
+    return args
+
+
 def resume_damaged(given: Given) -> list[str]:
     """Continue the copied run, whose last.pt lost its second half (a disk error, a bad copy)."""
     args = resume(given, "--resume")
@@ -183,6 +190,11 @@ CASES = [
         "n-embd-not-divisible",
         lambda g: train(g, model={"n_embd": 100, "n_head": 3}),
         "model.n_embd = 100 is not divisible by model.n_head = 3",
+    ),
+    Case(
+        "block-size-1",
+        lambda g: train(g, model={"block_size": 1}),
+        "model.block_size = 1 is not allowed; model.block_size must be an integer ≥ 2",
     ),
     Case(
         "dropout-out-of-range",
@@ -287,6 +299,11 @@ CASES = [
     ),
     Case("run-exists", lambda g: resume(g), "run already holds a run; add --resume to continue it"),
     Case(
+        "run-without-last-pt",
+        without_last_pt,
+        "but no last.pt; add --resume to continue from best.pt's weights, or start a new run elsewhere",
+    ),
+    Case(
         "resume-without-run",
         lambda g: train(g, "--resume"),
         "--resume: there is no run/last.pt to resume from",
@@ -348,6 +365,32 @@ CASES = [
     ),
     Case("top-p-zero", lambda g: sample(g, "--top-p", "0"), "--top-p 0.0 is outside (0, 1]"),
     Case("top-p-above-1", lambda g: sample(g, "--top-p", "1.5"), "--top-p 1.5 is outside (0, 1]"),
+    # ---- argparse's own mistakes, said as tinygpt says one
+    Case(
+        "option-not-a-whole-number",
+        lambda g: sample(g, "--max-new-tokens", "1e9"),
+        "--max-new-tokens '1e9' is not a whole number; write one in digits, e.g. --max-new-tokens 1000000000",
+    ),
+    Case(
+        "seed-not-a-whole-number",
+        lambda g: sample(g, "--seed", "1.5"),
+        "--seed '1.5' is not a whole number; write one in digits, e.g. --seed 1337",
+    ),
+    Case(
+        "option-not-a-choice",
+        lambda g: ["export.py", str(g.run / "best.pt"), "out", "--format", "onnx"],
+        "--format takes no 'onnx': choose one of hf, safetensors, transformer-lens",
+    ),
+    Case(
+        "negative-value-read-as-an-option",
+        lambda g: sample(g, "--temperature", "-1e-300"),
+        "--temperature needs a value after it; one that starts with '-' is joined to it by '='",
+    ),
+    Case(
+        "unknown-option",
+        lambda g: sample(g, "--top_k", "3"),
+        "tinygpt sample has no option --top_k; did you mean --top-k?",
+    ),
     Case(
         "sample-cuda-absent",
         lambda g: sample(g, "--device", "cuda"),
@@ -358,7 +401,17 @@ CASES = [
     Case(
         "checkpoint-missing",
         lambda g: sample(g, "--checkpoint", "nothing.pt"),
-        "checkpoint nothing.pt does not exist",
+        "checkpoint nothing.pt does not exist; check the path",
+    ),
+    Case(
+        "path-with-control-characters",
+        lambda g: sample(g, "--checkpoint", "two\nlines\x1b[31m.pt"),
+        "checkpoint two\\nlines\\x1b[31m.pt does not exist",  # one line, and nothing turns red
+    ),
+    Case(
+        "windows-beyond-the-split",
+        lambda g: ["inspect_checkpoint.py", str(g.run / "best.pt"), "--heads", "--windows", "1000000000"],
+        "--windows 1,000,000,000 is more than the",
     ),
     Case("checkpoint-is-directory", lambda g: sample(g, "--checkpoint", "."), "checkpoint . is a directory"),
     Case(

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import torch
@@ -242,3 +243,24 @@ def test_resuming_from_a_last_pt_with_a_damaged_record_or_state_is_one_error_nam
         "(best.pt, if it reads, still samples)"
     )
     assert last.read_bytes() == before  # nothing of the run was changed
+
+
+def test_resuming_on_a_corpus_whose_characters_changed_is_refused_and_says_how(corpus_file, tmp_path):
+    """The corpus gained characters, or swapped one for another (the same vocabulary size): resuming
+    would train on other text under the first one's ids, so it is refused, and why is said."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=20)
+    train(from_dict(raw), progress=False)
+    text = corpus_file.read_text()
+    grown, swapped = tmp_path / "grown.txt", tmp_path / "swapped.txt"
+    grown.write_text(text + "XYZ€\n")
+    swapped.write_text(text.replace("q", "Z"))
+    size = len(set(text))
+    raw["train"]["max_iters"] = 40
+    for corpus, change in (
+        (grown, f"from {size} to {size + 4} characters (new 'X', 'Y', 'Z', '€')"),
+        (swapped, f"from {size} to {size} characters (new 'Z'; gone 'q')"),
+    ):
+        raw["data"]["corpus"] = str(corpus)
+        said = f"changed since {tmp_path / 'run' / 'last.pt'} was trained on it: its vocabulary went {change}"
+        with pytest.raises(UserError, match=re.escape(said + "; resume with the text the run trained on")):
+            train(from_dict(raw), resume=True, progress=False)

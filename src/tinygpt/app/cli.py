@@ -61,7 +61,7 @@ class Parser(argparse.ArgumentParser):
 
 def usage_mistake(parser: argparse.ArgumentParser, message: str) -> str:
     """argparse's complaint, said as tinygpt says a mistake: what is wrong, then what to type."""
-    listed = f"`{parser.prog} --help` lists them"
+    listed = f"{parser.prog} --help lists them"
     argument = re.fullmatch(r"argument (\S+): (.*)", message, re.S)
     if argument:
         option, problem = argument.groups()
@@ -75,14 +75,14 @@ def usage_mistake(parser: argparse.ArgumentParser, message: str) -> str:
         hint = f"did you mean {close[0]}? " if close else ""
         return f"{parser.prog} has no option {first}; {hint}{listed}"
     if message == "the following arguments are required: command":
-        return "name a command: train, sample, inspect, explain, export, evaluate or bench (`tinygpt --help`)"
+        return "name a command: train, sample, inspect, explain, export, evaluate or bench (tinygpt --help)"
     if message.startswith("the following arguments are required: "):
         needed = message.removeprefix("the following arguments are required: ")
-        return f"{parser.prog} needs {needed}; `{parser.prog} --help` says what it takes, with an example"
+        return f"{parser.prog} needs {needed}; {parser.prog} --help says what it takes, with an example"
     ambiguous = re.fullmatch(r"ambiguous option: (\S+) could match (.*)", message)
     if ambiguous:
         return f"{ambiguous[1]} could be any of {ambiguous[2]}; write the whole option"
-    return f"{message}; `{parser.prog} --help` lists the options"
+    return f"{message}; {parser.prog} --help lists the options"
 
 
 def _argument_mistake(parser: argparse.ArgumentParser, option: str, problem: str) -> str:

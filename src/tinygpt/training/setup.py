@@ -118,6 +118,9 @@ def set_up(
 
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
     if saved is not None:
+        _check_same_corpus(
+            saved["tokenizer"], corpus, saved_path
+        )  # first: a changed corpus changes the model
         _check_same_model(saved, model_config, saved_path)
         model = saved.build_model(saved_path)
     else:
@@ -150,6 +153,25 @@ def _needed(state: Any, name: str) -> Any:
     if state is None:
         raise KeyError(name)  # said as "no 'name'" by restore
     return state
+
+
+def _check_same_corpus(trained_on: list[str], corpus: Corpus, path: Path | None) -> None:
+    """The corpus has the vocabulary the run trained with: one that gained or lost characters (or
+    swapped some) is another text, which resuming would train on with the ids of the first."""
+    now = corpus.tokenizer.chars
+    if now == trained_on:
+        return
+    new, gone = [c for c in now if c not in trained_on], [c for c in trained_on if c not in now]
+    change = "; ".join(
+        f"{what} {', '.join(repr(c) for c in chars[:5])}{' …' if len(chars) > 5 else ''}"
+        for what, chars in (("new", new), ("gone", gone))
+        if chars
+    )
+    raise UserError(
+        f"--resume: the corpus {corpus.path} changed since {path} was trained on it: its vocabulary "
+        f"went from {len(trained_on)} to {len(now)} characters ({change}); resume with the text the run "
+        "trained on, or train a new run on this one with --set out_dir=checkpoints/<new name>"
+    )
 
 
 def _check_same_model(saved: Checkpoint, model_config: GPTConfig, path: Path | None) -> None:
