@@ -176,6 +176,10 @@ def read_checkpoint(
     or not a checkpoint, where the caller knows better what the user can do.
     """
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"checkpoint {path} is a symbolic link to nothing (or a loop of links); pass a .pt file"
+        )
     if not path.exists():
         raise UserError(f"checkpoint {path} does not exist; {_missing_advice(path)}")
     if path.is_dir():
@@ -310,9 +314,9 @@ def _plain(value: Any) -> bool:
 
 def _missing_advice(path: Path) -> str:
     """What to pass instead of a checkpoint that is not there: the ones beside it, if any."""
-    beside = sorted(p.name for p in path.parent.glob("*.pt")) if path.parent.is_dir() else []
+    beside = [n for n in ("best.pt", "last.pt") if (path.parent / n).is_file()]  # not a corpus's id cache
     if beside:
-        return f"{path.parent} holds {', '.join(beside[:5])}"
+        return f"{path.parent} holds {' and '.join(beside)}"
     return "check the path: a run's checkpoints are its best.pt and last.pt, e.g. checkpoints/cpu/best.pt"
 
 

@@ -55,6 +55,12 @@ class Parser(argparse.ArgumentParser):
     kind, an unknown choice or option, a missing value) is one line `error: …` with the fix, exit 2,
     instead of argparse's usage text. Each command's parser is one too (add_parser makes its kind)."""
 
+    typed: list[str] = []  # the words this parser was given, for a fix that repeats one of them
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.typed = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {shown(usage_mistake(self, message))}\n")
 
@@ -101,9 +107,12 @@ def _argument_mistake(parser: argparse.ArgumentParser, option: str, problem: str
         what = "tinygpt has no command" if option == "command" else f"{option} takes no"
         return f"{what} {given!r}: choose one of {', '.join(choices)}{hint}"
     if problem.startswith("expected"):
+        typed = getattr(parser, "typed", [])
+        after = typed[typed.index(option) + 1 : typed.index(option) + 2] if option in typed else []
+        value = after[0] if after and after[0].startswith("-") else "-0.5"
         return (
             f"{option} needs a value after it; one that starts with '-' is joined to it by '=', "
-            f"as in {option}=-0.5"
+            f"as in {option}={value}"
         )
     other = re.fullmatch(r"not allowed with argument (\S+)", problem)
     if other:

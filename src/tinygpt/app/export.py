@@ -38,6 +38,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
         check_loadable(saved.model_config, saved.chars)
     model = saved.build_model(checkpoint).eval()
     chars = saved.chars
+    if not str(out_dir):  # Path("") would be ".", the directory the command runs in
+        raise UserError("the export's out_dir is empty; name a new directory, e.g. exports/cpu")
     out_dir = Path(out_dir)
     _check_out_dir(out_dir)
     with _built_then_renamed(out_dir) as partial:

@@ -223,7 +223,15 @@ def walkthrough_of_vectors(q: list[float], keys: list[list[float]], values: list
         raise UserError(f"every key needs as many numbers as the query ({len(q)})")
     if len(values) != len(keys) or len({len(v) for v in values}) != 1:
         raise UserError("give one value per key, each with the same number of entries")
-    lines, _ = attention_steps(torch.tensor(q), torch.tensor(keys), torch.tensor(values))
+    q_, keys_, values_ = torch.tensor(q), torch.tensor(keys), torch.tensor(values)  # float32, as a model's
+    if not all(t.isfinite().all() for t in (q_, keys_, values_)):
+        raise UserError(
+            "--q, --keys and --values take finite numbers within float32's range (up to about 3.4e38); "
+            "leave out inf and nan"
+        )
+    if not (keys_ @ q_).isfinite().all():
+        raise UserError("the scores q·k overflow float32 (they come to infinity); use smaller numbers")
+    lines, _ = attention_steps(q_, keys_, values_)
     return "\n".join(lines)
 
 

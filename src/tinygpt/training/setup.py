@@ -118,9 +118,7 @@ def set_up(
 
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
     if saved is not None:
-        _check_same_corpus(
-            saved["tokenizer"], corpus, saved_path
-        )  # first: a changed corpus changes the model
+        _check_same_corpus(saved.chars, corpus, saved_path)  # first: a changed corpus changes the model
         _check_same_model(saved, model_config, saved_path)
         model = saved.build_model(saved_path)
     else:
