@@ -30,7 +30,9 @@ def test_rewind_keeps_entries_up_to_a_step_and_drops_a_torn_line(tmp_path):
 def test_a_damaged_line_inside_the_file_is_an_error(tmp_path, line):
     path = tmp_path / "metrics.jsonl"
     path.write_text(f'{{"step": 0}}\n{line}\n{{"step": 40}}\n')
-    with pytest.raises(UserError, match="line 2 is not a metrics entry"):
+    with pytest.raises(
+        UserError, match="line 2 is not one of its entries .*; put back a good copy, or move it away"
+    ):
         read_metrics(path)
 
 

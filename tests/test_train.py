@@ -239,8 +239,8 @@ def test_resuming_from_a_last_pt_with_a_damaged_record_or_state_is_one_error_nam
     message = str(caught.value)
     assert said.format(last=last) in message and str(last) in message
     assert message.endswith(
-        "--resume needs it: put back a good copy, or start afresh with another out_dir "
-        "(best.pt, if it reads, still samples)"
+        "--resume needs it: put back a good copy, or move it away to resume from best.pt's weights, "
+        "or start afresh with another out_dir"
     )
     assert last.read_bytes() == before  # nothing of the run was changed
 

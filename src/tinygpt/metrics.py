@@ -71,7 +71,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
             entry = next(filter(None, (_entry(line[i:]) for i, c in enumerate(line) if c == "{" and i)), None)
             if entry is None:
                 raise UserError(
-                    f"{path} line {number} is not a metrics entry; the file was edited or damaged"
+                    f"{path} line {number} is not one of its entries (a JSON object with a step): the file "
+                    "was edited or damaged; put back a good copy, or move it away to go on without it"
                 )
             _note_torn(path, f"the start of line {number}")
         entries.append(entry)

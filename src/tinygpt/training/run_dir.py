@@ -85,8 +85,8 @@ class RunDirectory:
                 f"{self.path} already holds a run; add --resume to continue it, or start a "
                 f"new one elsewhere with --set out_dir=checkpoints/<new name>"
             )
-        work = self.work()
-        if not resume and work:
+        work = "" if resume else self.work()
+        if work:
             choice = (
                 "add --resume to continue from best.pt's weights" if self.best.is_file() else "remove them"
             )

@@ -18,9 +18,9 @@ from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import Precision, check_compile_works, precision_for, prepare_device
 from tinygpt.training.step import global_batch, lr_at, train_step
 
-RESUME_ADVICE = (
-    "--resume needs it: put back a good copy, or start afresh with another out_dir "
-    "(best.pt, if it reads, still samples)"
+RESUME_ADVICE = (  # best.pt: what --resume goes on from where there is no last.pt (run_dir.resume_point)
+    "--resume needs it: put back a good copy, or move it away to resume from best.pt's weights, "
+    "or start afresh with another out_dir"
 )
 
 
