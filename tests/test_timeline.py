@@ -217,3 +217,7 @@ def test_inspect_timeline_reads_the_run_or_says_how_to_get_one(run, corpus_file,
     assert (
         "has no timeline (timeline.jsonl): it was trained with train.timeline off" in capsys.readouterr().err
     )
+    assert (
+        main(["inspect", str(corpus_file), "--timeline"]) == 2
+    )  # a file that is no checkpoint: not its folder
+    assert f"{corpus_file} is neither a run directory nor a checkpoint (.pt)" in capsys.readouterr().err

@@ -252,6 +252,11 @@ def page_timeline(run_dir: Path) -> dict[str, Any] | None:
 def run_directory(given: str | Path) -> Path:
     """The run directory a command names: the directory itself, or the one holding a named checkpoint."""
     path = Path(given)
+    if path.is_file() and path.suffix != ".pt":
+        raise UserError(
+            f"{path} is neither a run directory nor a checkpoint (.pt); give a run directory "
+            "(e.g. checkpoints/cpu) or a checkpoint in one"
+        )
     if path.is_file():
         return path.parent
     if not path.is_dir():
