@@ -70,6 +70,11 @@ def corpus(given: Given, content: bytes) -> list[str]:
     return train(given, data={"corpus": "bad.txt"})
 
 
+def link_to_nothing(given: Given) -> str:
+    (given.dir / "gone.pt").symlink_to(given.dir / "nowhere.pt")
+    return "gone.pt"
+
+
 def unreadable(path: Path) -> Path:
     path.chmod(0)
     return path
@@ -414,6 +419,33 @@ CASES = [
         "--windows 1,000,000,000 is more than the",
     ),
     Case("checkpoint-is-directory", lambda g: sample(g, "--checkpoint", "."), "checkpoint . is a directory"),
+    Case(
+        "checkpoint-dangling-link",
+        lambda g: sample(g, "--checkpoint", link_to_nothing(g)),
+        "checkpoint gone.pt is a symbolic link to nothing (or a loop of links)",
+    ),
+    Case(
+        "checkpoint-starting-with-a-dash",
+        lambda g: sample(g, "--checkpoint", "-x.pt"),
+        "--checkpoint needs a value after it; one that starts with '-' is joined to it by '=', "
+        "as in --checkpoint=-x.pt",
+    ),
+    # ---- export and explain by hand
+    Case(
+        "export-out-dir-empty",
+        lambda g: ["export.py", str(g.run / "best.pt"), "", "--format", "safetensors"],
+        "the export's out_dir is empty; name a new directory",
+    ),
+    Case(
+        "vectors-not-finite",
+        lambda g: ["explain.py", "--q", "inf,1", "--keys", "1,0", "--values", "1,0"],
+        "--q, --keys and --values take finite numbers within float32's range",
+    ),
+    Case(
+        "scores-overflow",
+        lambda g: ["explain.py", "--q", "1e30,1e30", "--keys", "1e30,1e30", "--values", "1,0"],
+        "the scores q·k overflow float32",
+    ),
     Case(
         "checkpoint-truncated",
         lambda g: checkpoint(g, (g.run / "best.pt").read_bytes()[:-100]),
