@@ -108,7 +108,8 @@ def _argument_mistake(parser: argparse.ArgumentParser, option: str, problem: str
         return f"{what} {given!r}: choose one of {', '.join(choices)}{hint}"
     if problem.startswith("expected"):
         typed = getattr(parser, "typed", [])
-        after = typed[typed.index(option) + 1 : typed.index(option) + 2] if option in typed else []
+        at = max((i for i, word in enumerate(typed) if word == option), default=None)  # the last: it failed
+        after = typed[at + 1 : at + 2] if at is not None else []
         value = after[0] if after and after[0].startswith("-") else "-0.5"
         return (
             f"{option} needs a value after it; one that starts with '-' is joined to it by '=', "
