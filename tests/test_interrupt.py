@@ -181,7 +181,7 @@ def test_a_second_signal_during_the_save_the_first_asked_for_waits_for_it(tiny_c
     with pytest.raises(Interrupted, match="stopped by a second SIGINT once last.pt was saved") as e:
         train(tiny_config, progress=False)
     assert e.value.exit_code == 130
-    assert read_checkpoint(run / "last.pt")["record"]["step"] == 5
+    assert read_checkpoint(run / "last.pt").step == 5
     monkeypatch.undo()
     assert train(tiny_config, resume=True, progress=False)["step"] == 60
 

@@ -98,7 +98,7 @@ def test_a_run_without_last_pt_is_never_overwritten_and_resumes_from_best_pt(cor
     train(from_dict(raw), progress=False)
     (run / "last.pt").unlink()
     before = {p.name: p.read_bytes() for p in run.iterdir()}
-    best_step = read_checkpoint(run / "best.pt")["record"]["step"]
+    best_step = read_checkpoint(run / "best.pt").step
     config = str(run / "config.yaml")
     assert main(["train", "--config", config, "--quiet"]) == 2
     error = capsys.readouterr().err
@@ -110,7 +110,7 @@ def test_a_run_without_last_pt_is_never_overwritten_and_resumes_from_best_pt(cor
     config.write_text(yaml.safe_dump(raw))
     assert main(["train", "--config", str(config), "--resume", "--quiet"]) == 0
     assert f"resuming from best.pt (step {best_step}): its weights" in capsys.readouterr().err
-    assert read_checkpoint(run / "last.pt")["record"]["step"] == 60
+    assert read_checkpoint(run / "last.pt").step == 60
     steps = [json.loads(line)["step"] for line in open(run / "metrics.jsonl")]
     assert steps == [s for s in (0, 20, 40) if s <= best_step] + [s for s in (20, 40, 60) if s > best_step]
 
@@ -132,7 +132,7 @@ def test_a_run_killed_in_its_first_evaluation_is_started_again_and_resumable_aft
     monkeypatch.setattr(Setup, "step", dies)
     with pytest.raises(SystemExit):
         train(config, progress=False)
-    assert read_checkpoint(run / "last.pt")["record"]["step"] == 0
+    assert read_checkpoint(run / "last.pt").step == 0
     monkeypatch.undo()
     assert train(config, resume=True, progress=False)["step"] == 20
     assert [json.loads(line)["step"] for line in open(run / "metrics.jsonl")] == [0, 20]
