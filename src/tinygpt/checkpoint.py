@@ -45,7 +45,7 @@ import torch
 from tinygpt.config import ModelSection, from_dict
 from tinygpt.errors import UserError, shown
 from tinygpt.files import write_atomic
-from tinygpt.integrity import OTHER_ADVICE, digest, refusal, seal, seal_problem, unreadable
+from tinygpt.integrity import OTHER_ADVICE, absent, digest, refusal, seal, seal_problem, unreadable
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 
@@ -176,14 +176,8 @@ def read_checkpoint(
     or not a checkpoint, where the caller knows better what the user can do.
     """
     path = Path(path)
-    if path.is_symlink() and not path.exists():
-        raise UserError(
-            f"checkpoint {path} is a symbolic link to nothing (or a loop of links); pass a .pt file"
-        )
-    if not path.exists():
-        raise UserError(f"checkpoint {path} does not exist; {_missing_advice(path)}")
-    if path.is_dir():
-        raise UserError(f"checkpoint {path} is a directory; pass a .pt file such as {path}/best.pt")
+    if problem := absent(path):
+        raise UserError(problem)
     try:
         with warnings.catch_warnings():  # torch warns about formats it then fails on: our error says it once
             warnings.simplefilter("ignore")
@@ -310,14 +304,6 @@ def _plain(value: Any) -> bool:
     if isinstance(value, float):
         return not math.isnan(value)
     return value is None or isinstance(value, (bool, int, str))
-
-
-def _missing_advice(path: Path) -> str:
-    """What to pass instead of a checkpoint that is not there: the ones beside it, if any."""
-    beside = [n for n in ("best.pt", "last.pt") if (path.parent / n).is_file()]  # not a corpus's id cache
-    if beside:
-        return f"{path.parent} holds {' and '.join(beside)}"
-    return "check the path: a run's checkpoints are its best.pt and last.pt, e.g. checkpoints/cpu/best.pt"
 
 
 def _first_line(error: BaseException) -> str:

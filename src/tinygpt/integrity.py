@@ -9,7 +9,8 @@
 - `pickle_imports`: the "module.name" a pickle would import, read opcode by opcode, so
   that a refused pickle can be told apart (`refusal`): one that would run code, or plain
   data in a protocol the safe loader does not read; `unreadable` says what else a file
-  torch.load cannot read is (empty, truncated, not written by torch.save).
+  torch.load cannot read is (empty, truncated, not written by torch.save), and `absent`
+  why there is no file to read at all.
 """
 
 import ctypes
@@ -166,3 +167,21 @@ def unreadable(path: Path, advice: str | None) -> str:
         problem = f"{path} is not a tinygpt checkpoint (not a file written by torch.save)"
         advice = advice or "pass a best.pt or last.pt"
     return f"{problem}; {advice or OTHER_ADVICE}"
+
+
+def absent(path: Path) -> str | None:
+    """Why there is no checkpoint file at path to read (nothing there, a dangling link, a directory),
+    said with what to pass instead; None when there is a file."""
+    if path.is_symlink() and not path.exists():
+        return f"checkpoint {path} is a symbolic link to nothing (or a loop of links); pass a .pt file"
+    if path.is_dir():
+        return f"checkpoint {path} is a directory; pass a .pt file such as {path}/best.pt"
+    if path.exists():
+        return None
+    beside = [n for n in ("best.pt", "last.pt") if (path.parent / n).is_file()]  # not a corpus's id cache
+    if beside:
+        return f"checkpoint {path} does not exist; {path.parent} holds {' and '.join(beside)}"
+    return (
+        f"checkpoint {path} does not exist; check the path: a run's checkpoints are its best.pt and "
+        "last.pt, e.g. checkpoints/cpu/best.pt"
+    )
