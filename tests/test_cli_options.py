@@ -69,7 +69,8 @@ def test_prompt_and_prompt_file_together_are_refused(odd_checkpoint, tmp_path, c
     with pytest.raises(SystemExit) as exited:
         main(["inspect", str(odd_checkpoint), "--prompt", "KING:", "--prompt-file", str(path)])
     assert exited.value.code == 2
-    assert "argument --prompt-file: not allowed with argument --prompt" in capsys.readouterr().err
+    err = capsys.readouterr().err  # one line, as every mistake (not argparse's usage text)
+    assert err == "error: --prompt-file and --prompt cannot be given together; give one of them\n"
 
 
 def test_version_comes_from_the_package_metadata(capsys):
