@@ -356,7 +356,7 @@ def test_a_version_1_file_reads_as_the_same_checkpoint_in_the_current_layout(tmp
     write_payload(version_1_payload(current), tmp_path / "old.pt")
     assert torch.load(tmp_path / "old.pt", weights_only=True)["format_version"] == 1
     old = read_checkpoint(tmp_path / "old.pt")
-    assert old.format_version == 1 and FORMAT_VERSION == 2
+    assert old.format_version == 1 and FORMAT_VERSION == 3
     assert len(old.rng) == ranks
     assert digest(old.to_payload()) == digest(current.to_payload())  # every entry the same, rng as a list
     save_checkpoint(old, tmp_path / "again.pt")  # written again: in the current layout

@@ -462,7 +462,7 @@ CASES = [
         lambda g: checkpoint(g, pickle.dumps({"format_version": 1}, protocol=4)),
         "x.pt is not a tinygpt checkpoint",
     ),
-    Case("checkpoint-newer-format", newer_format, "has format version 3, newer than this tinygpt reads (2)"),
+    Case("checkpoint-newer-format", newer_format, "has format version 4, newer than this tinygpt reads (3)"),
     Case(
         "checkpoint-runs-code",
         lambda g: checkpoint(g, payload={"format_version": 1, "model": RunsCode(g.dir / "pwned")}),

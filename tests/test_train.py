@@ -264,3 +264,40 @@ def test_resuming_on_a_corpus_whose_characters_changed_is_refused_and_says_how(c
         said = f"changed since {tmp_path / 'run' / 'last.pt'} was trained on it: its vocabulary went {change}"
         with pytest.raises(UserError, match=re.escape(said + "; resume with the text the run trained on")):
             train(from_dict(raw), resume=True, progress=False)
+
+
+def test_resuming_on_other_text_of_the_same_characters_is_refused_and_an_older_checkpoint_is_noted(
+    corpus_file, tmp_path, capsys
+):
+    """The corpus edited (the same characters, other contents), or split by another val_fraction: refused,
+    where it once trained on and replaced best.pt by a loss measured on other text. A last.pt saved
+    before checkpoints recorded the text (format version 2) resumes as before, with a note."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=20)
+    train(from_dict(raw), progress=False)
+    last = tmp_path / "run" / "last.pt"
+    before = last.read_bytes()
+    edited = tmp_path / "edited.txt"
+    edited.write_text("".join(reversed(corpus_file.read_text().splitlines(keepends=True))))
+    raw["train"]["max_iters"] = 40
+    for change, said in (
+        (
+            {"corpus": str(edited)},
+            f"{edited} is not the text {last} was trained on (the same characters, other",
+        ),
+        (
+            {"val_fraction": 0.5},
+            "held out data.val_fraction = 0.1 of its corpus for validation, the config says 0.5",
+        ),
+    ):
+        with pytest.raises(UserError, match=re.escape(said)):
+            train(from_dict({**raw, "data": {**raw["data"], **change}}), resume=True, progress=False)
+        assert last.read_bytes() == before
+    older = read_checkpoint(last).to_payload()
+    del older["corpus_digest"]
+    write_payload({**older, "format_version": 2}, last)
+    assert read_checkpoint(last).corpus_digest is None
+    assert train(from_dict(raw), resume=True, progress=False)["step"] == 40
+    assert (
+        "does not record which text it was trained on (saved by an older tinygpt)" in capsys.readouterr().err
+    )
+    assert read_checkpoint(last).corpus_digest is not None  # saved again: recorded from now on

@@ -1,6 +1,6 @@
 """Checkpoints: a typed `Checkpoint`, saved as a dict of tensors and plain data, read without running code.
 
-This module is the one place that knows the file's layout. In the file (format version 2),
+This module is the one place that knows the file's layout. In the file (format version 3),
 every entry plain data, so that `torch.load(..., weights_only=True)` reads it:
 
     format_version   int: bumped when the layout changes (UPGRADES reads every older one)
@@ -14,10 +14,13 @@ every entry plain data, so that `torch.load(..., weights_only=True)` reads it:
     optimizer        (last.pt only) the optimizer's state_dict, for --resume     .optimizer
     rng              (last.pt only) each rank's random states, rank 0 first:
                      [{"torch", "batches", and "cuda" on CUDA}, ...]            .rng
+    corpus_digest    sha256 of the corpus's ids, split as trained on (tinygpt.data.Corpus.digest):
+                     --resume checks the corpus is still that text            .corpus_digest
     digest           sha256 of everything above, added by `save_checkpoint` (see tinygpt.integrity)
 
 Version 1 (before the typed Checkpoint) kept rank 0's random states in `rng` (a dict) and,
-for a run on several processes, every rank's in `rank_rng`; it is read as version 2.
+for a run on several processes, every rank's in `rank_rng`; it is read as version 2. Version 2
+had no corpus_digest (None: resumed without the check, and said so).
 
 Reading checks a checkpoint as strictly as a config: the digest (when there is one: files
 written before it existed have none), every key, the model's sizes against its tensors,
@@ -49,7 +52,7 @@ from tinygpt.integrity import OTHER_ADVICE, absent, digest, refusal, seal, seal_
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Checkpoint:
     record: dict[str, Any] = field(default_factory=dict)  # the training record
     optimizer: dict[str, Any] | None = None  # last.pt: the optimizer's state_dict
     rng: list[dict[str, torch.Tensor]] | None = None  # last.pt: each rank's random states, rank 0 first
+    corpus_digest: str | None = None  # the text trained on (None: saved before version 3 recorded it)
     format_version: int = FORMAT_VERSION  # the version the file was written in (read as this one)
 
     @property
@@ -99,7 +103,8 @@ _KEYS = {"weights": "model", "chars": "tokenizer"}  # a field and its entry in t
 _FIELDS = {_KEYS.get(f.name, f.name): f.name for f in dataclasses.fields(Checkpoint)}  # entry -> field
 REQUIRED_KEYS = ("format_version", "model_config", "model", "tokenizer")
 KNOWN_KEYS = (*_FIELDS, "digest")
-KNOWN_BEFORE = {1: (*KNOWN_KEYS, "rank_rng")}  # the entries of an older version, where they differ
+KNOWN_IN_2 = tuple(k for k in KNOWN_KEYS if k != "corpus_digest")
+KNOWN_BEFORE = {1: (*KNOWN_IN_2, "rank_rng"), 2: KNOWN_IN_2}  # the entries of an older version
 
 
 def _from_version_1(payload: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +117,10 @@ def _from_version_1(payload: dict[str, Any]) -> dict[str, Any]:
     return upgraded
 
 
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_version_1}  # version -> next
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {  # version -> next
+    1: _from_version_1,
+    2: dict,  # version 3 added corpus_digest, which a version 2 file lacks: None
+}
 
 
 def upgraded(payload: dict[str, Any]) -> dict[str, Any]:
@@ -236,12 +244,8 @@ def _check_contents(payload: dict[str, Any], path: Path, advice: str) -> None:
     if not isinstance(chars, list) or any(not isinstance(c, str) or len(c) != 1 for c in chars):
         raise _damaged(path, "its vocabulary is not a list of single characters", advice)
     if len(set(chars)) != len(chars) or len(chars) != config["vocab_size"]:
-        raise _damaged(
-            path,
-            f"its vocabulary has {len(set(chars))} distinct of {len(chars)} characters "
-            f"for a model of {config['vocab_size']}",
-            advice,
-        )
+        sizes = f"{len(set(chars))} distinct of {len(chars)} characters for a model of {config['vocab_size']}"
+        raise _damaged(path, f"its vocabulary has {sizes}", advice)
     _check_weights(payload["model"], config, path, advice)
     record = payload.get("record", {})
     if not isinstance(record, dict) or not all(isinstance(k, str) and _plain(v) for k, v in record.items()):
@@ -250,7 +254,7 @@ def _check_contents(payload: dict[str, Any], path: Path, advice: str) -> None:
 
 def _check_kinds(payload: dict[str, Any], path: Path, advice: str) -> None:
     """The optional entries are of their kinds (checked in the current layout, after any upgrade)."""
-    for key, kind in (("config", dict), ("optimizer", dict), ("rng", list)):
+    for key, kind in (("config", dict), ("optimizer", dict), ("rng", list), ("corpus_digest", str)):
         if key in payload and not isinstance(payload[key], kind):
             raise _damaged(path, f"its {key} is {type(payload[key]).__name__}, not {kind.__name__}", advice)
 

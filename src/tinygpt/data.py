@@ -11,6 +11,7 @@ import difflib
 import io
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -134,6 +135,12 @@ class Corpus:
     tokenizer: CharTokenizer
     train: torch.Tensor  # (N_train,) int32
     val: torch.Tensor  # (N_val,) int32
+
+    @cached_property
+    def digest(self) -> str:
+        """sha256 of the vocabulary and the ids as split: the same text and val_fraction, the same digest
+        (kept in checkpoints, so that --resume can tell the run's text from another)."""
+        return digest({"chars": self.tokenizer.chars, "train": self.train, "val": self.val})
 
 
 def _check_data_dir(data_dir: Path) -> None:

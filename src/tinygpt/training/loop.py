@@ -148,11 +148,7 @@ def _where_it_starts(
     if path == run.last:
         setup.restore(saved, run.last)
     elif setup.ranks.is_main:
-        print(
-            f"note: {shown(run.path)} has no last.pt; resuming from best.pt (step {state.step}): its "
-            "weights, with the optimizer's state and the batches started afresh (best.pt does not keep them)",
-            file=sys.stderr,
-        )
+        run.say_resuming_from_best(state.step)
     if setup.ranks.is_main:
         run.rewind_metrics(state.step)
     # a run stopped during an evaluation saved last.pt without it: the resumed run evaluates that step first
@@ -294,6 +290,7 @@ class Training:
                 made = build_checkpoint(
                     s.model, s.corpus.tokenizer, s.config.to_dict(), self.record(), optimizer, rank_rng
                 )
+                made.corpus_digest = s.corpus.digest  # for --resume to check the text is the same
                 save_checkpoint(made, path)
         if with_state:
             self.last_saved = self.progress.step  # on every rank: a stop saves only where none is

@@ -11,6 +11,7 @@ Every file here is written through tinygpt.files.write_atomic (metrics.jsonl and
 are appended).
 """
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import yaml
 
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import RunConfig
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.files import write_atomic
 from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
 from tinygpt.snapshots import FILE_NAME as TIMELINE
@@ -99,6 +100,13 @@ class RunDirectory:
         """The checkpoint --resume continues from: last.pt; or best.pt, which a run leaves alone only
         when its last.pt was removed or (before step 0's last.pt was saved) never written."""
         return next((p for p in (self.last, self.best) if p.is_file()), None)
+
+    def say_resuming_from_best(self, step: int) -> None:
+        print(
+            f"note: {shown(self.path)} has no last.pt; resuming from best.pt (step {step}): its weights, "
+            "with the optimizer's state and the batches started afresh (best.pt does not keep them)",
+            file=sys.stderr,
+        )
 
     def work(self) -> str:
         """The run's work this directory holds, in words ('' for none): a best.pt, and evaluations.

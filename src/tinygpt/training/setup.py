@@ -1,6 +1,7 @@
 """Everything one training process needs before its first step, built the same way for
 `tinygpt train` and `tinygpt bench`: precision, corpus, model, optimizer, batches, generator."""
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import torch
 from tinygpt.checkpoint import Checkpoint
 from tinygpt.config import RunConfig
 from tinygpt.data import Batches, Corpus, load_corpus
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, shown
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.memory import check_fits
@@ -18,6 +19,10 @@ from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import Precision, check_compile_works, precision_for, prepare_device
 from tinygpt.training.step import global_batch, lr_at, train_step
 
+OTHER_TEXT = (
+    "resume with the text the run trained on, or train a new run on this one with "
+    "--set out_dir=checkpoints/<new name>"
+)
 RESUME_ADVICE = (  # best.pt: what --resume goes on from where there is no last.pt (run_dir.resume_point)
     "--resume needs it: put back a good copy, or move it away to resume from best.pt's weights, "
     "or start afresh with another out_dir"
@@ -118,7 +123,7 @@ def set_up(
 
     torch.manual_seed(t.seed + ranks.rank)  # DDP gives every rank rank 0's weights; the rest is per rank
     if saved is not None:
-        _check_same_corpus(saved.chars, corpus, saved_path)  # first: a changed corpus changes the model
+        _check_same_text(saved, corpus, config, saved_path, ranks)  # first: another text, another model
         _check_same_model(saved, model_config, saved_path)
         model = saved.build_model(saved_path)
     else:
@@ -153,22 +158,42 @@ def _needed(state: Any, name: str) -> Any:
     return state
 
 
-def _check_same_corpus(trained_on: list[str], corpus: Corpus, path: Path | None) -> None:
-    """The corpus has the vocabulary the run trained with: one that gained or lost characters (or
-    swapped some) is another text, which resuming would train on with the ids of the first."""
-    now = corpus.tokenizer.chars
-    if now == trained_on:
+def _check_same_text(saved: Checkpoint, corpus: Corpus, config: RunConfig, path: Path, ranks: Ranks) -> None:
+    """The corpus is the text the run trained on: its vocabulary, then its digest (ids as split). Another
+    text (one that gained, lost or swapped characters, or was edited; or split by another val_fraction)
+    would be trained on under the first one's ids, and its losses compared with the first one's best."""
+    now, trained_on = corpus.tokenizer.chars, saved.chars
+    if now != trained_on:
+        new, gone = [c for c in now if c not in trained_on], [c for c in trained_on if c not in now]
+        change = "; ".join(
+            f"{what} {', '.join(repr(c) for c in chars[:5])}{' …' if len(chars) > 5 else ''}"
+            for what, chars in (("new", new), ("gone", gone))
+            if chars
+        )
+        raise UserError(
+            f"--resume: the corpus {corpus.path} changed since {path} was trained on it: its vocabulary "
+            f"went from {len(trained_on)} to {len(now)} characters ({change}); {OTHER_TEXT}"
+        )
+    if saved.corpus_digest is None:  # saved before checkpoints recorded it (format version 2)
+        if ranks.is_main:
+            print(
+                f"note: {shown(path)} does not record which text it was trained on (saved by an older "
+                f"tinygpt); resuming without checking that {shown(corpus.path)} is that text",
+                file=sys.stderr,
+            )
         return
-    new, gone = [c for c in now if c not in trained_on], [c for c in trained_on if c not in now]
-    change = "; ".join(
-        f"{what} {', '.join(repr(c) for c in chars[:5])}{' …' if len(chars) > 5 else ''}"
-        for what, chars in (("new", new), ("gone", gone))
-        if chars
-    )
+    if saved.corpus_digest == corpus.digest:
+        return
+    was = (saved.run_section("data") or {}).get("val_fraction", config.data.val_fraction)
+    if was != config.data.val_fraction:
+        raise UserError(
+            f"--resume: the run held out data.val_fraction = {was:g} of its corpus for validation, the "
+            f"config says {config.data.val_fraction:g}, which would measure its losses on other text; "
+            f"resume with --set data.val_fraction={was:g}"
+        )
     raise UserError(
-        f"--resume: the corpus {corpus.path} changed since {path} was trained on it: its vocabulary "
-        f"went from {len(trained_on)} to {len(now)} characters ({change}); resume with the text the run "
-        "trained on, or train a new run on this one with --set out_dir=checkpoints/<new name>"
+        f"--resume: {corpus.path} is not the text {path} was trained on (the same characters, other "
+        f"contents: the file was edited, or data.corpus names another); {OTHER_TEXT}"
     )
 
 
