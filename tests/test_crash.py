@@ -2,7 +2,8 @@
 
 The processes are real: scripts/train.py, SIGKILL, SIGINT. To kill a save
 half-way for certain, the first process gets a sitecustomize that makes its
-second write of last.pt stall after half the bytes, as a hung disk would.
+third write of last.pt (step 0's, step 10's, then step 20's) stall after half the bytes, as a hung
+disk would.
 """
 
 import os
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow  # real training processes, killed and resumed
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_PY = str(ROOT / "scripts" / "train.py")
 
-STALL_SECOND_SAVE_OF_LAST_PT = """
+STALL_THIRD_SAVE_OF_LAST_PT = """
 import builtins, io, os, re, time
 
 _open, _saves = builtins.open, []
@@ -44,7 +45,7 @@ class _Stalls(io.FileIO):
 def open(file, mode="r", *args, **kwargs):
     if re.fullmatch(r"[.]last[.]pt[.][0-9]+[.]partial", os.path.basename(str(file))):
         _saves.append(file)
-        if len(_saves) == 2:
+        if len(_saves) == 3:
             return _Stalls(file, "wb")
     return _open(file, mode, *args, **kwargs)
 
@@ -92,7 +93,7 @@ def test_killed_mid_save_then_resumed_interrupted_and_resumed(tmp_path, corpus_f
 
     # 1. kill -9 half-way through the save of last.pt at step 20
     (tmp_path / "hooks").mkdir()
-    (tmp_path / "hooks" / "sitecustomize.py").write_text(STALL_SECOND_SAVE_OF_LAST_PT)
+    (tmp_path / "hooks" / "sitecustomize.py").write_text(STALL_THIRD_SAVE_OF_LAST_PT)
     stalled = tmp_path / "stalled"
     first = start(
         "--config", str(config), "--quiet", PYTHONPATH=str(tmp_path / "hooks"), STALLED_MARKER=str(stalled)
