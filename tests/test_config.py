@@ -86,8 +86,9 @@ def test_overrides_apply_in_order_with_yaml_values(tmp_path):
             "model: {n_embd: 32, n_head: 3}",
             r"multiple of n_head \(e.g. 30 or 33\) or n_head as a divisor of n_embd \(e.g. 2 or 4\)",
         ),
-        # a block of 1 leaves attention one key, its own: every head view would be empty (issue 27)
-        ("model: {block_size: 1}", r"model.block_size = 1 is not allowed; .* an integer ≥ 2"),
+        # a block of 1 leaves attention one key, its own, and under 4 induction has nothing to score
+        ("model: {block_size: 1}", r"model.block_size = 1 is not allowed; .* an integer ≥ 4"),
+        ("model: {block_size: 3}", r"model.block_size = 3 is not allowed; .* an integer ≥ 4"),
         ("train: {learning_rate: 1e-4, min_lr: 1e-3}", r"min_lr .* above"),
         ("model: [1, 2]", r"section 'model' must be a mapping"),
         ("- a list", r"top level must be a mapping"),

@@ -199,7 +199,7 @@ CASES = [
     Case(
         "block-size-1",
         lambda g: train(g, model={"block_size": 1}),
-        "model.block_size = 1 is not allowed; model.block_size must be an integer ≥ 2",
+        "model.block_size = 1 is not allowed; model.block_size must be an integer ≥ 4",
     ),
     Case(
         "dropout-out-of-range",

@@ -61,8 +61,9 @@ class ModelSection:
     n_embd: int = setting(384, "width of the residual stream", low=1)
     block_size: int = setting(
         256,
-        "context length in characters; at least 2, so that attention has a character to look back at",
-        low=2,
+        "context length in characters; at least 4: the head views score induction on a string written "
+        "twice, and a copy needs 2 characters",
+        low=4,
     )
     dropout: float = setting(0.2, "dropout probability", low=0.0, high=1.0, high_open=True)
     bias: bool = setting(True, "biases in linear layers and layer norms (GPT-2: true)")
