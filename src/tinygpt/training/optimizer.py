@@ -8,8 +8,9 @@
   matrix's momentum by the nearest semi-orthogonal matrix (a few Newton–Schulz iterations), scaled
   to the RMS an AdamW update would have (`match_rms_adamw`), so the two share one learning rate,
   schedule and weight decay. torch runs those iterations in bfloat16: fast on GPUs and on CPUs
-  with AVX-512 BF16 or AMX, slow on the others (BENCHMARKS.md has the figures), so
-  training prints a note there.
+  with AVX-512 BF16 or AMX, several times slower than float32 on the others. So a CPU run that
+  computes in float32 (train.dtype auto on a CPU without bfloat16 units, or float32) steps with
+  `tinygpt.training.muon.Float32Muon`, torch's Muon with those iterations in float32.
 
 `Muon` and `AdamW` are combined into one `MuonWithAdamW`, which the step, the gradient scaler and
 the checkpoint treat as one optimizer.
@@ -23,6 +24,8 @@ from torch.torch_version import TorchVersion
 from tinygpt.config import TrainSection
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
+from tinygpt.training.muon import Float32Muon
+from tinygpt.training.precision import resolve_dtype
 
 OPTIMIZERS = ("adamw", "muon")
 
@@ -32,13 +35,15 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if t.optimizer == "adamw":
         return _adamw([p for _, p in named], t, device)
-    check_muon_available()
     hidden = [p for n, p in named if p.dim() == 2 and n.startswith("h.")]  # the blocks' matrices
     rest = [p for n, p in named if not (p.dim() == 2 and n.startswith("h."))]
     assert len(hidden) + len(rest) == len(named), "every parameter in exactly one optimizer"
-    muon = torch.optim.Muon(
-        hidden, lr=t.learning_rate, weight_decay=t.weight_decay, adjust_lr_fn="match_rms_adamw"
-    )
+    # torch's Muon orthogonalises in bfloat16, slow on a CPU that computes in float32 (no bfloat16 units)
+    float32_cpu = device.type == "cpu" and resolve_dtype(t.dtype, device) == "float32"
+    if not float32_cpu:
+        check_muon_available()
+    muon_class = Float32Muon if float32_cpu else torch.optim.Muon
+    muon = muon_class(hidden, lr=t.learning_rate, weight_decay=t.weight_decay, adjust_lr_fn="match_rms_adamw")
     return MuonWithAdamW(muon, _adamw(rest, t, device))
 
 
