@@ -100,8 +100,8 @@ class TrainSection:
     )
     optimizer: str = setting(
         "adamw",
-        "adamw; or muon: Muon for the blocks' matrices (torch's, torch >= 2.9; float32 CPU runs: "
-        "tinygpt's float32 one), AdamW for the rest",
+        "adamw; or muon: Muon for the blocks' matrices (torch's; on a CPU computing in float32 or a "
+        "torch < 2.9, tinygpt's float32 one), AdamW for the rest",
         choices=("adamw", "muon"),
     )
     weight_decay: float = setting(0.1, "weight decay, on 2-D weights only", low=0.0)
