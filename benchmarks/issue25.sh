@@ -12,7 +12,8 @@ TS=${2:?usage: bash benchmarks/issue25.sh NANOGPT_DIR TINYSHAKESPEARE_TXT}
 R=benchmarks/results/issue25
 mkdir -p "$R"
 QUICK="cpu_quick train.dtype=float32"
-MUON="train.optimizer=muon train.learning_rate=1.2e-2"
+ADAMW="train.optimizer=adamw train.learning_rate=6e-3 train.min_lr=6e-4"  # cpu_quick.yaml before issue 25
+MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
 
 {
   echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -20,16 +21,16 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2"
 
   echo "== 1. Muon's learning rate: 500-step runs of cpu_quick's shape, AdamW beside them"
   OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 2 \
-    --run "$QUICK train.max_iters=500" \
+    --run "$QUICK train.max_iters=500 $ADAMW" \
     --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=3e-3 train.min_lr=3e-4" \
     --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=6e-3 train.min_lr=6e-4" \
     --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=1.2e-2 train.min_lr=1.2e-3" \
     --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=2.4e-2 train.min_lr=2.4e-3" \
     --json "$R/muon_lr_sweep_500.json"
 
-  echo "== 2. the reference's recipe, cpu_quick with AdamW, with Muon (cosine) and with Muon (wsd)"
+  echo "== 2. the reference's recipe; 1,000 steps of cpu_quick's shape with AdamW, Muon (cosine), Muon (wsd)"
   OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 4 \
-    --run "$QUICK" --run "$QUICK $MUON train.min_lr=1.2e-3" \
+    --run "$QUICK $ADAMW train.max_iters=1000" --run "$QUICK $MUON train.min_lr=1.2e-3" \
     --run "$QUICK $MUON train.min_lr=0 train.lr_schedule=wsd" \
     --target 1.9 --plot "$R/quality_quick.svg" --json "$R/quality_quick.json"
 
