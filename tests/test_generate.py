@@ -1,10 +1,12 @@
 """Generation: sampling filters, the KV cache, the refill rule past block_size, streaming."""
 
 import torch
+import torch.nn.functional as F
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.generate import generate, sample_next, stream
 from tinygpt.kv_cache import KVCache
+from tinygpt.model import gelu
 
 
 def small_model(seed: int = 0, **overrides) -> GPT:
@@ -125,6 +127,13 @@ def test_generation_flips_no_process_wide_switch(monkeypatch):
     for _ in stream(model, torch.zeros(1, 2, dtype=torch.long), 4):
         assert torch.backends.mkldnn.enabled
     assert seen == [(2, True), (1, True), (1, True), (1, True)]  # the prompt, then one-token steps
+
+
+def test_a_generation_steps_gelu_is_the_exact_gelu_through_torchs_own_kernels():
+    """One position a row takes x·Φ(x) instead of F.gelu (oneDNN's, costly per call): the same function."""
+    x = torch.linspace(-10, 10, 2001).reshape(1, 1, -1)  # (B, 1, width): a cached step's shape
+    assert torch.allclose(gelu(x), F.gelu(x), rtol=0, atol=2e-6)  # GPT-2's tanh form differs by up to 5e-4
+    assert torch.equal(gelu(x.reshape(1, -1, 1)), F.gelu(x.reshape(1, -1, 1)))  # many positions: F.gelu
 
 
 def test_sampling_is_reproducible_with_a_generator():

@@ -92,11 +92,21 @@ class TrainSection:
     grad_accum_steps: int = setting(1, "micro-batches per optimizer step", low=1)
     max_iters: int = setting(5000, "optimizer steps", low=1)
     learning_rate: float = setting(1e-3, "peak learning rate", low=0.0, low_open=True)
-    min_lr: float = setting(1e-4, "learning rate at the end of the cosine decay", low=0.0)
+    min_lr: float = setting(1e-4, "learning rate at the end of the decay", low=0.0)
     warmup_iters: int = setting(100, "steps of linear warm-up from 0", low=0)
+    lr_schedule: str = setting(
+        "cosine",
+        "after the warm-up: cosine (a cosine decay to min_lr over the remaining steps) or wsd (constant, "
+        "then a linear decay to min_lr over the last decay_fraction of the steps)",
+        choices=("cosine", "wsd"),
+    )
+    decay_fraction: float = setting(
+        0.3, "wsd: the share of max_iters spent decaying", low=0.0, high=1.0, low_open=True
+    )
     optimizer: str = setting(
         "adamw",
-        "adamw; or muon: torch.optim.Muon for the blocks' matrices, AdamW for the rest (torch >= 2.9)",
+        "adamw; or muon: Muon for the blocks' matrices (torch's; on a CPU computing in float32 or a "
+        "torch < 2.9, tinygpt's float32 one), AdamW for the rest",
         choices=("adamw", "muon"),
     )
     weight_decay: float = setting(0.1, "weight decay, on 2-D weights only", low=0.0)
@@ -304,6 +314,17 @@ def _check_together(config: RunConfig, source: str) -> None:
             f"{source}: train.min_lr = {t.min_lr:g} is above train.learning_rate = "
             f"{t.learning_rate:g}; min_lr is where the decay ends and must be ≤ it"
         )
+    if t.lr_schedule == "wsd" and t.warmup_iters > t.max_iters - decay_steps(t):
+        raise UserError(
+            f"{source}: train.lr_schedule wsd decays over the last {decay_steps(t)} of {t.max_iters} steps "
+            f"(decay_fraction {t.decay_fraction:g}), which overlaps the {t.warmup_iters} warm-up steps; "
+            "lower train.warmup_iters or train.decay_fraction"
+        )
+
+
+def decay_steps(t: TrainSection) -> int:
+    """wsd: how many of the last steps decay the learning rate (at least one)."""
+    return max(1, round(t.decay_fraction * t.max_iters))
 
 
 def _kind(value: Any) -> str:

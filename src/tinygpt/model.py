@@ -170,11 +170,24 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # the exact GELU, x·Φ(x): GPT-2 used its tanh approximation, which is slower on CPU (BENCHMARKS.md)
-        x = self.c_proj(F.gelu(self.c_fc(x)))  # (B, T, C)
+        x = self.c_proj(gelu(self.c_fc(x)))  # (B, T, C)
         if self.training:  # dropout only while training (see the note at the top)
             x = self.dropout(x)
         return x
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """The exact GELU, x·Φ(x); GPT-2 used its tanh approximation, which is slower on CPU (BENCHMARKS.md).
+
+    For float32 on a CPU, F.gelu calls oneDNN, which sets each call up afresh and runs it on all
+    threads: for one position a row (a cached generation step) that costs more than the arithmetic
+    on a busy machine. There the same function goes through torch's own kernels, which keep so
+    small a tensor on one thread, instead of switching oneDNN off (a process-wide switch):
+    x·Φ(x) = x·erfc(−x/√2)/2, in four kernels (torch.special.ndtr takes nine).
+    """
+    if x.size(-2) == 1 and x.device.type == "cpu":  # (B, 1, 4·C): one position a sequence
+        return torch.special.erfc(x * -math.sqrt(0.5)).mul_(x).mul_(0.5)
+    return F.gelu(x)
 
 
 class Block(nn.Module):

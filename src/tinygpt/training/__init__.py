@@ -4,6 +4,7 @@ loop.py         train(): set up, then step, evaluate and save until max_iters
 setup.py        the model, optimizer, batches and precision of one process (shared with bench)
 step.py         one optimizer step, the learning-rate schedule, the loss estimate
 optimizer.py    AdamW, or Muon for the blocks' matrices with AdamW for the rest
+muon.py         Muon's orthogonalisation in float32, for CPUs without bfloat16 units
 precision.py    dtype, autocast and loss scaling; compile preflight; out-of-memory
 run_dir.py      checkpoints/<run>/: its files, and taking it for a run
 lock.py         one run per directory

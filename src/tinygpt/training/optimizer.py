@@ -2,14 +2,16 @@
 
 - `adamw`: AdamW, with weight decay on matrices (dim ≥ 2) only; biases and norms' gains stay
   undecayed. Fused (one kernel per tensor for the whole update) on CUDA and on CPU from torch 2.4.
-- `muon`: torch.optim.Muon (torch ≥ 2.9) for the 2-D weights inside the transformer blocks
+- `muon`: Muon for the 2-D weights inside the transformer blocks
   (attention's Q/K/V and output projections, the MLP's two layers), AdamW as above for the rest:
   the embeddings (which the LM head shares), the gains and the biases. Muon replaces each
   matrix's momentum by the nearest semi-orthogonal matrix (a few Newton–Schulz iterations), scaled
   to the RMS an AdamW update would have (`match_rms_adamw`), so the two share one learning rate,
   schedule and weight decay. torch runs those iterations in bfloat16: fast on GPUs and on CPUs
-  with AVX-512 BF16 or AMX, slow on the others (BENCHMARKS.md has the figures), so
-  training prints a note there.
+  with AVX-512 BF16 or AMX, several times slower than float32 on the others. So a CPU run that
+  computes in float32 (train.dtype auto on a CPU without bfloat16 units, or float32) steps with
+  `tinygpt.training.muon.Float32Muon`, torch's Muon with those iterations in float32; so does
+  any run on a torch older than 2.9, which has no Muon of its own.
 
 `Muon` and `AdamW` are combined into one `MuonWithAdamW`, which the step, the gradient scaler and
 the checkpoint treat as one optimizer.
@@ -21,8 +23,9 @@ import torch
 from torch.torch_version import TorchVersion
 
 from tinygpt.config import TrainSection
-from tinygpt.errors import UserError
 from tinygpt.model import GPT
+from tinygpt.training.muon import Float32Muon
+from tinygpt.training.precision import resolve_dtype
 
 OPTIMIZERS = ("adamw", "muon")
 
@@ -32,22 +35,15 @@ def make_optimizer(model: GPT, t: TrainSection, device: torch.device) -> torch.o
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if t.optimizer == "adamw":
         return _adamw([p for _, p in named], t, device)
-    check_muon_available()
     hidden = [p for n, p in named if p.dim() == 2 and n.startswith("h.")]  # the blocks' matrices
     rest = [p for n, p in named if not (p.dim() == 2 and n.startswith("h."))]
     assert len(hidden) + len(rest) == len(named), "every parameter in exactly one optimizer"
-    muon = torch.optim.Muon(
-        hidden, lr=t.learning_rate, weight_decay=t.weight_decay, adjust_lr_fn="match_rms_adamw"
-    )
+    # torch's Muon orthogonalises in bfloat16, slow on a CPU that computes in float32 (no bfloat16 units)
+    float32_cpu = device.type == "cpu" and resolve_dtype(t.dtype, device) == "float32"
+    torch_has_muon = hasattr(torch.optim, "Muon")  # from torch 2.9
+    muon_class = torch.optim.Muon if torch_has_muon and not float32_cpu else Float32Muon
+    muon = muon_class(hidden, lr=t.learning_rate, weight_decay=t.weight_decay, adjust_lr_fn="match_rms_adamw")
     return MuonWithAdamW(muon, _adamw(rest, t, device))
-
-
-def check_muon_available() -> None:
-    if not hasattr(torch.optim, "Muon"):
-        raise UserError(
-            f"train.optimizer muon needs torch.optim.Muon, which torch {torch.__version__} lacks "
-            "(it arrived in torch 2.9): install a newer torch, or set train.optimizer: adamw"
-        )
 
 
 def _adamw(params: list[torch.Tensor], t: TrainSection, device: torch.device) -> torch.optim.AdamW:

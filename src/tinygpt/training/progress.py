@@ -133,11 +133,6 @@ def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
             "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "
             "slower than float32 here; set train.dtype to auto or float32"
         )
-    if t.optimizer == "muon" and device.type == "cpu" and not cpu_multiplies_bfloat16():
-        print(
-            "note: train.optimizer muon orthogonalises in bfloat16, which this CPU has no instructions "
-            "for: each step's update is slow here (BENCHMARKS.md); train.optimizer adamw is faster"
-        )
     if ranks.distributed:
         print(
             f"distributed: {ranks.world_size} processes ({'nccl' if device.type == 'cuda' else 'gloo'}), "

@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import torch
 
-from tinygpt.config import TrainSection
+from tinygpt.config import TrainSection, decay_steps
 from tinygpt.data import Batches
 from tinygpt.training.distributed import ONE_PROCESS, Ranks
 from tinygpt.training.precision import Precision
@@ -17,9 +17,19 @@ def global_batch(t: TrainSection, ranks: Ranks) -> int:
 
 
 def lr_at(step: int, t: TrainSection) -> float:
-    """Linear warm-up to learning_rate, then cosine decay to min_lr at max_iters."""
+    """Linear warm-up to learning_rate, then the decay to min_lr at max_iters that lr_schedule names.
+
+    cosine: half a cosine from learning_rate down to min_lr over every step after the warm-up.
+    wsd (warm-up, stable, decay): learning_rate until the last decay_steps(t) steps, then a
+    straight line down to min_lr (Hägele et al., 2024, "Scaling laws and compute-optimal training
+    beyond fixed training durations").
+    """
     if step < t.warmup_iters:
         return t.learning_rate * (step + 1) / (t.warmup_iters + 1)
+    if t.lr_schedule == "wsd":
+        decay_start = t.max_iters - decay_steps(t)
+        progress = min(1.0, max(0.0, (step - decay_start) / decay_steps(t)))
+        return t.learning_rate + progress * (t.min_lr - t.learning_rate)
     span = max(1, t.max_iters - t.warmup_iters)
     progress = min(1.0, (step - t.warmup_iters) / span)
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.learning_rate - t.min_lr)

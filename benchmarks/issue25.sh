@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The figures of BENCHMARKS.md's section "Issue 25", in order. Results go to benchmarks/results/issue25/.
+# Every training run forces train.dtype=float32 (so Muon orthogonalises in float32, as on a CPU without
+# bfloat16 units) and one thread (on a busy machine a 2-thread step waits for its slower thread).
+#
+#   bash benchmarks/issue25.sh /path/to/nanoGPT /path/to/tinyshakespeare.txt
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NANOGPT=${1:?usage: bash benchmarks/issue25.sh NANOGPT_DIR TINYSHAKESPEARE_TXT}
+TS=${2:?usage: bash benchmarks/issue25.sh NANOGPT_DIR TINYSHAKESPEARE_TXT}
+R=benchmarks/results/issue25
+mkdir -p "$R"
+QUICK="cpu_quick train.dtype=float32"
+ADAMW="train.optimizer=adamw train.learning_rate=6e-3 train.min_lr=6e-4"  # cpu_quick.yaml before issue 25
+MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
+
+{
+  echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "== flags: $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+
+  echo "== 1. Muon's learning rate: 500-step runs of cpu_quick's shape, AdamW beside them"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 2 \
+    --run "$QUICK train.max_iters=500 $ADAMW" \
+    --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=3e-3 train.min_lr=3e-4" \
+    --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=6e-3 train.min_lr=6e-4" \
+    --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=1.2e-2 train.min_lr=1.2e-3" \
+    --run "$QUICK train.max_iters=500 train.optimizer=muon train.learning_rate=2.4e-2 train.min_lr=2.4e-3" \
+    --json "$R/muon_lr_sweep_500.json"
+
+  echo "== 2. the reference's recipe; 1,000 steps of cpu_quick's shape with AdamW, Muon (cosine), Muon (wsd)"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 4 \
+    --run "$QUICK $ADAMW train.max_iters=1000" --run "$QUICK $MUON train.min_lr=1.2e-3" \
+    --run "$QUICK $MUON train.min_lr=0 train.lr_schedule=wsd" \
+    --target 1.9 --plot "$R/quality_quick.svg" --json "$R/quality_quick.json"
+
+  echo "== 3. generation: round 1's code, main before issue 25, this tree (A B A B, 6 x 384, 500 tokens)"
+  git worktree add --detach /tmp/round1 4719f12 2>/dev/null || true
+  git worktree add --detach /tmp/main_before a27cefd 2>/dev/null || true
+  python benchmarks/generation_trees.py --tree round1=/tmp/round1/src --tree main=/tmp/main_before/src \
+    --tree this=src --json "$R/generation_trees.json"
+
+  echo "== 4. generation against the reference: CPU-recipe size (200 tokens), 6 x 384 (1,000 tokens)"
+  for threads in 1 2; do
+    OMP_NUM_THREADS=$threads python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+      --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 5 \
+      --json "$R/generate_recipe_${threads}thread.json"
+  done
+  OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+    --config configs/shakespeare_char.yaml --set "data.corpus=$TS" --tokens 1000 --repeats 2 --cache-only \
+    --json "$R/generate_shakespeare_char_1thread.json"
+
+  echo "== 5. a cached step against what the hardware allows, 6 x 384"
+  OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 500 \
+    --json "$R/decode_limits_1thread.json"
+} 2>&1 | tee "$R/issue25.log"
