@@ -86,6 +86,14 @@ def test_overrides_apply_in_order_with_yaml_values(tmp_path):
             "model: {n_embd: 32, n_head: 3}",
             r"multiple of n_head \(e.g. 30 or 33\) or n_head as a divisor of n_embd \(e.g. 2 or 4\)",
         ),
+        (  # an absurd width: the hint is found near n_head, not by trying every number up to n_embd
+            "model: {n_embd: 1180591620717411303424, n_head: 3}",
+            r"n_embd = 1180591620717411303424 is not divisible .* divisor of n_embd \(e.g. 2 or 4\)",
+        ),
+        (
+            "model: {n_embd: 64, n_head: 1180591620717411303425}",
+            r"multiple of n_head \(e.g. 1180591620717411303425\) or .*divisor of n_embd \(e.g. 64\)$",
+        ),
         # a block of 1 leaves attention one key, its own, and under 4 induction has nothing to score
         ("model: {block_size: 1}", r"model.block_size = 1 is not allowed; .* an integer ≥ 4"),
         ("model: {block_size: 3}", r"model.block_size = 3 is not allowed; .* an integer ≥ 4"),

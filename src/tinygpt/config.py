@@ -289,11 +289,12 @@ def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
     raise UserError(f"{source}: unknown key {prefix + str(key)!r}; {hint}")  # !r: quoted, escaped
 
 
-def _divisors_near(n: int, wanted: int) -> list[int]:
-    """The divisors of n closest to `wanted`, the one below and the one above (as there are)."""
-    divisors = [d for d in range(1, n + 1) if n % d == 0]
-    below = [d for d in divisors if d < wanted][-1:]
-    above = [d for d in divisors if d > wanted][:1]
+def _divisors_near(n: int, wanted: int, reach: int = 10_000) -> list[int]:
+    """The divisors of n closest to `wanted`, the one below and the one above (as there are), looked
+    for within `reach` of it: n may be absurd (a damaged checkpoint's 2**70), and the hint stays quick."""
+    top = min(wanted - 1, n)  # no divisor of n is above n
+    below = [d for d in range(top, max(top - reach, 0), -1) if n % d == 0][:1]
+    above = [d for d in range(wanted + 1, min(wanted + reach, n) + 1) if n % d == 0][:1]
     return below + above
 
 
@@ -304,10 +305,10 @@ def _check_together(config: RunConfig, source: str) -> None:
         below = m.n_embd // m.n_head * m.n_head
         widths = " or ".join(str(w) for w in (below, below + m.n_head) if w > 0)
         heads = " or ".join(str(h) for h in _divisors_near(m.n_embd, m.n_head))
+        divisor = f" or n_head as a divisor of n_embd (e.g. {heads})" if heads else ""
         raise UserError(
             f"{source}: model.n_embd = {m.n_embd} is not divisible by model.n_head = "
-            f"{m.n_head}; pick n_embd as a multiple of n_head (e.g. {widths}) or n_head as a divisor "
-            f"of n_embd (e.g. {heads})"
+            f"{m.n_head}; pick n_embd as a multiple of n_head (e.g. {widths}){divisor}"
         )
     if t.min_lr > t.learning_rate:
         raise UserError(
