@@ -246,7 +246,7 @@ def test_html_refuses_a_name_that_is_not_html_so_a_checkpoint_is_never_written_o
         main(["explain", "--html", str(checkpoint)])
     assert exited.value.code == 2
     assert capsys.readouterr().err.endswith(
-        f"error: argument --html: '{checkpoint}': the page is an HTML file; give a name ending in .html, "
+        f"error: --html '{checkpoint}': the page is an HTML file; give a name ending in .html, "
         "or --html alone to write explain.html beside the checkpoint\n"
     )
     assert checkpoint.read_bytes() == before
