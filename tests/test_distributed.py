@@ -160,7 +160,8 @@ def test_ctrl_c_on_a_job_started_by_tinygpt_torchrun_ends_quietly(corpus_file, t
     run = tmp_path / "run"
     with own_process_group(command, ROOT) as job:
         deadline = time.monotonic() + 240
-        while not (run / "last.pt").exists():  # the step-20 save: training is under way
+        metrics = run / "metrics.jsonl"
+        while not metrics.exists() or metrics.read_text().count("\n") < 2:  # step 20's evaluation: under way
             assert job.poll() is None and time.monotonic() < deadline, job.communicate()
             time.sleep(0.1)
         os.killpg(job.pid, signal.SIGINT)
