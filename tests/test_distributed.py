@@ -87,7 +87,8 @@ def test_a_failing_rank_ends_the_whole_job(corpus_file, tmp_path):
     result = torchrun(ROOT / "tests" / "failing_rank.py", raw, tmp_path)
     assert result.returncode != 0
     assert "error: rank 1 of 2: injected failure on this rank" in result.stderr
-    assert not (tmp_path / "run" / "last.pt").exists()  # it failed before the first checkpoint
+    # it failed in the third step: last.pt is step 0's (saved at the first evaluation), none after it
+    assert read_checkpoint(tmp_path / "run" / "last.pt").record["step"] == 0
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="lists threads through Linux's /proc")
