@@ -182,3 +182,30 @@ def own_process_group(command: list[str], cwd: Path) -> Iterator[subprocess.Pope
         except ProcessLookupError:
             pass
         job.wait()
+
+
+def looking_back_model(back: int, block_size: int, n_embd: int = 32):
+    """One layer, one head, built by hand so that position i can only match position i − back.
+
+    Token embeddings are 0 and position p's embedding is the unit vector e_p, so after the
+    layer norm position p is a·e_p − b·1. The query reads dimension p into dimension p − back
+    (times 40) and the key reads each dimension as itself: q_i · k_j is largest, by 40·a²,
+    at j = i − back.
+    """
+    import torch
+
+    from tinygpt import GPT, GPTConfig
+
+    T = block_size
+    model = GPT(GPTConfig(vocab_size=5, block_size=T, n_layer=1, n_head=1, n_embd=n_embd, bias=False)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for norm in (model.h[0].ln_1, model.h[0].ln_2, model.ln_f):
+            norm.weight.fill_(1.0)
+        model.wpe.weight[:, :T] = torch.eye(T)
+        q, k = model.h[0].attn.c_attn.weight[:n_embd], model.h[0].attn.c_attn.weight[n_embd : 2 * n_embd]
+        for p in range(back, T):
+            q[p - back, p] = 40.0
+        k[:T, :T] = torch.eye(T)
+    return model

@@ -3,6 +3,7 @@ heads built by hand so the right answer is known."""
 
 import pytest
 import torch
+from conftest import looking_back_model
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.explain.circuits import baseline, circuits_table, composition, edges, normalised
@@ -95,19 +96,7 @@ def test_a_one_layer_model_has_nothing_to_compose():
 
 
 def offset_model(back: int) -> GPT:
-    """One head built to look exactly `back` positions back (position p's query matches key p − back)."""
-    model = GPT(GPTConfig(vocab_size=5, block_size=T, n_layer=1, n_head=1, n_embd=C, bias=False)).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        for norm in (model.h[0].ln_1, model.h[0].ln_2, model.ln_f):
-            norm.weight.fill_(1.0)
-        model.wpe.weight[:, :T] = torch.eye(T)
-        q, k = model.h[0].attn.c_attn.weight[:C], model.h[0].attn.c_attn.weight[C : 2 * C]
-        for p in range(back, T):
-            q[p - back, p] = 40.0
-        k[:T, :T] = torch.eye(T)
-    return model
+    return looking_back_model(back, T, C)
 
 
 def test_a_head_built_to_look_three_back_is_described_so():

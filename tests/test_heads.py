@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import looking_back_model
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.ablate import ablated, mean_head_outputs, parse_heads
@@ -30,26 +31,7 @@ T = 16
 
 
 def previous_token_model() -> GPT:
-    """One layer, one head, built by hand so that position i can only match position i − 1.
-
-    Token embeddings are 0 and position p's embedding is the unit vector e_p, so after the
-    layer norm position p is a·e_p − b·1. The query reads dimension p into dimension p − 1
-    (times 40) and the key reads each dimension as itself: q_i · k_j is largest, by 40·a²,
-    at j = i − 1.
-    """
-    model = GPT(GPTConfig(vocab_size=5, block_size=T, n_layer=1, n_head=1, n_embd=32, bias=False)).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-        for norm in (model.h[0].ln_1, model.h[0].ln_2, model.ln_f):
-            norm.weight.fill_(1.0)
-        model.wpe.weight[:, :T] = torch.eye(T)
-        c = model.config.n_embd
-        q, k = model.h[0].attn.c_attn.weight[:c], model.h[0].attn.c_attn.weight[c : 2 * c]
-        for p in range(1, T):
-            q[p - 1, p] = 40.0
-        k[:T, :T] = torch.eye(T)
-    return model
+    return looking_back_model(1, T)
 
 
 def test_a_head_built_to_look_one_back_scores_near_1_for_previous_and_is_labelled_so():
