@@ -5,9 +5,10 @@
         --layers 6 --width 384 --tokens 500 --rounds 3
 
 Each (round, tree) is a fresh Python process with the tree's `src` first on its path, so it
-imports that tree's tinygpt; it builds the same seeded untrained model (vocabulary 65, block
-256, 6 heads), generates 20 characters to warm up, then times --tokens new characters from a
-one-character prompt (batch 1, temperature 1, the same draws). Trees take turns, so each sees
+imports that tree's tinygpt; it builds the same seeded untrained model (vocabulary 65, no
+biases as in the shipped configs; --block and --heads default to 6 x 384's 256 and 6),
+generates 20 characters to warm up, then times --tokens new characters from a one-character
+prompt (batch 1, temperature 1, the same draws). Trees take turns, so each sees
 the same machine load; the medians and the ratios to the first tree are printed.
 """
 
@@ -27,9 +28,10 @@ try:
 except ImportError:  # round 1's layout: generation is a method of the model
     def generate(model, *args, **kwargs):
         return model.generate(*args, **kwargs)
-layers, width, tokens = map(int, sys.argv[1:4])
+layers, width, heads, block, tokens = map(int, sys.argv[1:6])
 torch.manual_seed(0)
-model = GPT(GPTConfig(vocab_size=65, block_size=256, n_layer=layers, n_head=6, n_embd=width)).eval()
+config = GPTConfig(vocab_size=65, block_size=block, n_layer=layers, n_head=heads, n_embd=width, bias=False)
+model = GPT(config).eval()
 prompt = torch.zeros((1, 1), dtype=torch.long)
 generate(model, prompt, 20)
 draws = torch.Generator().manual_seed(0)
@@ -45,6 +47,8 @@ def main() -> None:
     parser.add_argument("--tree", action="append", required=True, help="NAME=PATH to a checkout's src")
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--width", type=int, default=384)
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--block", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write the result to this JSON file")
@@ -55,7 +59,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, src in trees.items():
             env = os.environ | {"PYTHONPATH": str(Path(src).resolve())}
-            sizes = [str(args.layers), str(args.width), str(args.tokens)]
+            sizes = [str(n) for n in (args.layers, args.width, args.heads, args.block, args.tokens)]
             done = subprocess.run(
                 [sys.executable, "-c", TIMING, *sizes], env=env, capture_output=True, text=True, check=True
             )
@@ -65,6 +69,8 @@ def main() -> None:
     result = {
         "layers": args.layers,
         "width": args.width,
+        "heads": args.heads,
+        "block": args.block,
         "tokens": args.tokens,
         "trees": trees,
         "tokens_per_s": runs,
