@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from tinygpt import GPT, GPTConfig
+from tinygpt import GPT, GPTConfig, decode
 from tinygpt.generate import generate, sample_next, stream
 from tinygpt.kv_cache import KVCache
 from tinygpt.model import gelu
@@ -53,6 +53,32 @@ def test_cached_forward_equals_full_forward():
     chunk, _ = model(idx[:, 5:8], cache=cache)  # several new positions at once
     steps = [model(idx[:, t : t + 1], cache=cache)[0] for t in range(8, 12)]  # one at a time
     assert torch.allclose(torch.cat([prefix, chunk, *steps], dim=1), full, atol=1e-5)
+
+
+def test_one_position_step_computes_the_models_forward():
+    """decode.step, generation's one-position step, gives the logits and cache the model's forward gives."""
+    for bias in (True, False):
+        model = small_model(seed=4, bias=bias)
+        idx = torch.randint(11, (2, 9))
+        full, _ = model(idx)  # (2, 9, vocab)
+        cache = KVCache(model.config, 2)
+        model(idx[:, :6], cache=cache)
+        steps = [decode.step(model, idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
+        assert cache.length == 9
+        assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-5)
+
+
+def test_the_one_position_step_is_left_out_where_something_watches_the_modules():
+    model = small_model()
+    cpu = torch.device("cpu")
+    assert decode.usable(model, cpu)
+    hook = model.h[1].attn.c_proj.register_forward_pre_hook(lambda module, args: None)  # as ablation hooks
+    assert not decode.usable(model, cpu)
+    hook.remove()
+    with model.explicit_attention():
+        assert not decode.usable(model, cpu)
+    assert not decode.usable(model.train(), cpu)
+    assert not decode.usable(model.eval().to(torch.bfloat16), cpu)
 
 
 def test_greedy_output_with_and_without_cache_is_identical_up_to_block_size():
@@ -117,16 +143,16 @@ def test_generation_flips_no_process_wide_switch(monkeypatch):
     """A library caller with threads sees torch's settings as it left them, during every step too."""
     model = small_model()
     seen = []
-    block_forward = model.h[0].forward
+    one_step = decode.step
 
-    def spy(x, cache=None):
-        seen.append((x.size(1), torch.backends.mkldnn.enabled))
-        return block_forward(x, cache)
+    def spy(model, ids, cache):
+        seen.append((cache.length, torch.backends.mkldnn.enabled))
+        return one_step(model, ids, cache)
 
-    monkeypatch.setattr(model.h[0], "forward", spy)
+    monkeypatch.setattr(decode, "step", spy)
     for _ in stream(model, torch.zeros(1, 2, dtype=torch.long), 4):
         assert torch.backends.mkldnn.enabled
-    assert seen == [(2, True), (1, True), (1, True), (1, True)]  # the prompt, then one-token steps
+    assert seen == [(2, True), (3, True), (4, True)]  # one-token steps after the 2-character prompt
 
 
 def test_a_generation_steps_gelu_is_the_exact_gelu_through_torchs_own_kernels():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from tinygpt import decode
 from tinygpt.kv_cache import KVCache
 
 if TYPE_CHECKING:
@@ -96,14 +97,17 @@ def stream(
     block_size = model.config.block_size
     context = idx[:, -block_size:]
     cache = KVCache(model.config, idx.size(0)) if use_cache else None
+    one_step = use_cache and decode.usable(model, idx.device)  # the fewest calls for one position
     for _ in range(max_new_tokens):
         if cache is None:
-            logits, _ = model(context[:, -block_size:], last_only=True)
+            logits = model(context[:, -block_size:], last_only=True)[0][:, -1, :]  # (B, vocab)
         elif cache.length == 0:  # a fresh or refilled cache: the whole context in one pass
-            logits, _ = model(context, cache=cache, last_only=True)
-        else:  # the one new position
-            logits, _ = model(context[:, -1:], cache=cache, last_only=True)
-        next_id = sample_next(logits[:, -1, :], temperature, top_k, top_p, generator)  # (B, 1)
+            logits = model(context, cache=cache, last_only=True)[0][:, -1, :]
+        elif one_step:  # the one new position, as the model computes it (tinygpt.decode)
+            logits = decode.step(model, context[:, -1], cache)
+        else:  # the one new position through the modules: something hooks or autocasts them
+            logits = model(context[:, -1:], cache=cache, last_only=True)[0][:, -1, :]
+        next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
         yield next_id
         context = torch.cat([context, next_id], dim=1)[:, -block_size:]
         if cache is not None and cache.length == block_size:  # full: refill from the recent half
