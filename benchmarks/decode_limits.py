@@ -5,9 +5,11 @@
 Each new character (batch 1, KV cache) multiplies every weight matrix by one vector: about
 2·N FLOPs for N parameters (plus attention over the cache), and every weight byte read once.
 This measures, in one process: the float32 matmul peak (the best of square matmuls), the
-memory bandwidth (the best of summing a float32 buffer far larger than the caches), and the
-model's cached generation; and prints the time per token each of the first two allows
-beside the time it takes.
+memory bandwidth (the best of summing a float32 buffer far larger than the caches), the
+model's matrices each multiplied by one vector and nothing else (torch's matrix-vector
+product, the floor of a step that calls it; also with each matrix stored transposed, the
+layout that product streams best), and the model's cached generation; and prints the time
+per token each allows beside the time generation takes.
 """
 
 import argparse
@@ -20,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
 import torch
+import torch.nn.functional as F
 
 from tinygpt.config import load_config
 from tinygpt.generate import generate
@@ -51,6 +54,21 @@ def bandwidth() -> float:
     return buffer.numel() * 4 / best_seconds(buffer.sum, 5)
 
 
+def matmuls_alone(model: GPT, repeats: int) -> tuple[float, float]:
+    """Seconds to multiply every linear layer's weight (out, in) by one vector (1, 1, in) as a step
+    does, and the same with each weight stored transposed and contiguous, (in, out)."""
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    vectors = [torch.randn(1, 1, w.size(1)) for w in weights]
+    stored_transposed = [w.t().contiguous() for w in weights]
+    pairs, pairs_transposed = (
+        list(zip(vectors, weights, strict=True)),
+        list(zip(vectors, stored_transposed, strict=True)),
+    )
+    as_stored = best_seconds(lambda: [F.linear(x, w) for x, w in pairs], repeats * 10)
+    transposed = best_seconds(lambda: [x @ w for x, w in pairs_transposed], repeats * 10)
+    return as_stored, transposed
+
+
 def main() -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
@@ -71,6 +89,8 @@ def main() -> None:
         generate(model, prompt, args.tokens)
         runs.append(args.tokens / (time.perf_counter() - start))
     peak, stream = matmul_peak(), bandwidth()
+    with torch.inference_mode():
+        as_stored, transposed = matmuls_alone(model, args.repeats)
     measured = 1 / statistics.median(runs)
     result = {
         "parameters": weights,
@@ -83,6 +103,8 @@ def main() -> None:
             "measured": measured,
             "arithmetic_at_peak": flops_per_token / peak,
             "weights_at_bandwidth": weights * 4 / stream,
+            "matmuls_alone": as_stored,
+            "matmuls_alone_transposed_weights": transposed,
         },
     }
     s = result["seconds_per_token"]
@@ -92,7 +114,9 @@ def main() -> None:
         f"matmul peak {peak / 1e9:.1f} GFLOP/s, memory bandwidth {stream / 1e9:.1f} GB/s\n"
         f"cached generation: {result['tokens_per_s']:.0f} tokens/s = {measured * 1e3:.2f} ms a token; "
         f"the arithmetic at peak takes {s['arithmetic_at_peak'] * 1e3:.2f} ms, "
-        f"reading the weights once {s['weights_at_bandwidth'] * 1e3:.2f} ms"
+        f"reading the weights once {s['weights_at_bandwidth'] * 1e3:.2f} ms\n"
+        f"the matrices times one vector, nothing else: {as_stored * 1e3:.2f} ms "
+        f"({transposed * 1e3:.2f} ms with each stored transposed)"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
