@@ -53,4 +53,25 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
   echo "== 5. a cached step against what the hardware allows, 6 x 384"
   OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 500 \
     --json "$R/decode_limits_1thread.json"
+
+  echo "== 6. round 3: the one-position step and the sampler, against the code before them (A B A B)"
+  git worktree add --detach /tmp/before_step d004609~1 2>/dev/null || true  # issue 25's first round
+  git worktree add --detach /tmp/sampler_only d004609 2>/dev/null || true   # the exponential-clock sampler
+  OMP_NUM_THREADS=1 python benchmarks/generation_trees.py --tree before=/tmp/before_step/src \
+    --tree sampler=/tmp/sampler_only/src --tree this=src --layers 4 --width 128 --heads 4 --block 64 \
+    --tokens 1000 --json "$R/generation_trees_recipe_round3.json"
+  OMP_NUM_THREADS=1 python benchmarks/generation_trees.py --tree before=/tmp/before_step/src \
+    --tree sampler=/tmp/sampler_only/src --tree this=src --json "$R/generation_trees_6x384_round3.json"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+    --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 5 \
+    --cache-only --json "$R/generate_recipe_round3.json"
+  OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 500 \
+    --json "$R/decode_limits_round3.json"
+  OMP_NUM_THREADS=1 python benchmarks/compiled_decode.py --json "$R/compiled_decode_recipe.json"
+
+  echo "== 7. cpu.yaml (4,500 AdamW steps) against 2,900 Muon steps at 6e-3, about its wall time"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 4 \
+    --run "cpu train.dtype=float32" \
+    --run "cpu train.dtype=float32 train.optimizer=muon train.learning_rate=6e-3 train.min_lr=6e-4 train.max_iters=2900" \
+    --target 1.55 --plot "$R/quality_cpu.svg" --json "$R/quality_cpu.json"
 } 2>&1 | tee "$R/issue25.log"
