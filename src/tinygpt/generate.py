@@ -90,9 +90,10 @@ def stream(
 ) -> Iterator[torch.Tensor]:
     """Yield the next character ids (B, 1) after idx (B, T), one step at a time, as they are sampled.
 
-    With use_cache (the default) each step runs one position through the model; a
-    full cache is refilled from the last block_size // 2 characters (see the module
-    docstring). With use_cache=False each step re-reads the last block_size characters.
+    With use_cache (the default) each step runs one position through the model
+    (tinygpt.decode.step, unless something watches the modules); a full cache is refilled
+    from the last block_size // 2 characters (see the module docstring). With
+    use_cache=False each step re-reads the last block_size characters.
     """
     block_size = model.config.block_size
     context = idx[:, -block_size:]
