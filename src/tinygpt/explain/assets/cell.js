@@ -1,0 +1,11 @@
+// A view of the page in a notebook cell (tinygpt.explain.inline): the whole page, one section of it shown,
+// in a frame of its own. This script runs after the page's, inside the frame: it opens the backward pass
+// where the view is of it, and tells the notebook the height the view needs, whenever that changes.
+{
+  if (document.body.dataset.backward === "open") document.getElementById("backward-toggle").click();
+  const report = () => {
+    const height = Math.ceil(document.querySelector("main").getBoundingClientRect().bottom) + 24;
+    parent.postMessage({ tinygptHeight: height }, "*");
+  };
+  new ResizeObserver(report).observe(document.body);
+}
