@@ -1,5 +1,6 @@
 """The Python API (`import tinygpt`) against the commands: the same numbers, the same one-line errors."""
 
+import html as html_lib
 import json
 import re
 
@@ -175,3 +176,15 @@ def test_overrides_are_written_as_set_writes_them():
         "out_dir=a b",
         "data.corpus=x",
     ]
+
+
+def test_a_views_html_is_the_page_in_a_frame_of_its_own_fetching_nothing(odd_checkpoint):
+    view = tinygpt.load(odd_checkpoint).lens(PROMPT)
+    first, second = view._repr_html_(), view._repr_html_()
+    ids = [re.search(r'<iframe id="([\w-]+)"', html).group(1) for html in (first, second)]
+    assert ids[0] != ids[1], "two cells showing one view must not share an id"
+    page = html_lib.unescape(re.search(r'srcdoc="([^"]*)"', first).group(1))
+    assert page.startswith("<!doctype html>") and "section:not(#prompt-section)" in page
+    assert not re.search(r'(src|href)="(https?:)?//', page), "a view fetches nothing"
+    heads = tinygpt.load(odd_checkpoint).heads()
+    assert "<iframe" not in heads._repr_html_() and heads.reports[0].label in heads._repr_html_()

@@ -5,7 +5,7 @@ it as it is: its element ids would collide between cells and its script would se
 other cells' elements. Each view is therefore the whole page (page.render_page: its
 style, script and data inlined, nothing fetched) in an <iframe srcdoc>, a document of
 its own, with every section but one hidden. Inside the frame, assets/cell.js tells the
-cell the height the view needs; the few lines of `FRAME` outside it listen for that.
+cell the height the view needs; the few lines of `FRAME` outside it ask for it and listen.
 The frame is sandboxed to scripts alone: the page cannot reach the notebook around it.
 
     cell_html(data, "grid")   the heatmaps with their role labels
@@ -42,6 +42,11 @@ FRAME = """<iframe id="$id" class="tinygpt-view" title="tinygpt: $view" sandbox=
     if (frame && e.source === frame.contentWindow && e.data && e.data.tinygptHeight)
       frame.style.height = e.data.tinygptHeight + "px";
   });
+  // ask too: once it has loaded (Chromium draws no frame out of sight, so it may not say so itself),
+  // and now, in case it loaded before this ran
+  const ask = () => frame.contentWindow.postMessage("tinygpt-height?", "*");
+  frame.addEventListener("load", ask);
+  ask();
 })();
 </script>"""
 
