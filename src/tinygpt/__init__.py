@@ -24,6 +24,7 @@ __all__ = [
     "train",
     "load",
     "timeline",
+    "attention_by_hand",
     "TinyGPT",
     "GPT",
     "GPTConfig",
@@ -36,6 +37,7 @@ __all__ = [
 LAZY = {
     "train": "app.api",
     "timeline": "app.api",
+    "attention_by_hand": "app.api",
     "load": "app.loaded",
     "TinyGPT": "app.loaded",
     "GPT": "model",

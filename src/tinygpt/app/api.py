@@ -5,6 +5,7 @@ and the same one-line UserError for a mistake (it names the command's option or 
     record = tinygpt.train("cpu_quick", out_dir="runs/quick", train={"max_iters": 300})
     lm = tinygpt.load("runs/quick")             # see tinygpt.app.loaded for what it does
     tinygpt.timeline("runs/quick")              # the run's snapshots, with a slider in a notebook
+    tinygpt.attention_by_hand([1, 0.5], [[1, 0], [0.5, 1]], [[0.5, 1], [1, 0]])   # no model needed
 """
 
 import json
@@ -22,8 +23,8 @@ from tinygpt.explain.timeline import (
     timeline_of,
     timeline_table,
 )
-from tinygpt.explain.views import Timeline
-from tinygpt.training.loop import train as run_training
+from tinygpt.explain.views import ByHand, Timeline
+from tinygpt.explain.walkthrough import walkthrough_of_vectors
 
 
 def train(
@@ -41,6 +42,8 @@ def train(
     Returns:
         The training record: step, best_val_loss, tokens, wall time and the last losses.
     """
+    from tinygpt.training.loop import train as run_training  # here: looking inside needs no training
+
     if isinstance(config, RunConfig):
         if overrides:
             raise TypeError("overrides go with a config file's name; change a RunConfig's fields directly")
@@ -78,3 +81,10 @@ def timeline(run: str | Path, from_saved_checkpoints: bool = False) -> Timeline:
             return page_data(path, saved.chars[0], live_limit=CELL_LIVE_LIMIT, loaded=(saved, None))
 
     return Timeline(timeline_table(snapshots), snapshots, view="timeline", page=page)
+
+
+def attention_by_hand(q: list[float], keys: list[list[float]], values: list[list[float]]) -> ByHand:
+    """softmax(q·kᵀ/√d)·V for one query on numbers small enough to check by hand, every step shown, as
+    `tinygpt explain --q … --keys … --values …` prints it; `.row` holds each step's numbers."""
+    text, row = walkthrough_of_vectors(q, keys, values)
+    return ByHand(text, row)

@@ -192,13 +192,13 @@ def prompt_views(lm, args: argparse.Namespace) -> str:
 
 
 def explain_command(args: argparse.Namespace) -> None:
-    from tinygpt.explain.walkthrough import walkthrough_of_vectors
-
     by_hand = [args.q, args.keys, args.values]
     if any(x is not None for x in by_hand):
         if any(x is None for x in by_hand):
             raise UserError("--q, --keys and --values go together: give all three")
-        print(walkthrough_of_vectors(args.q, args.keys, args.values))
+        from tinygpt.app.api import attention_by_hand
+
+        print(attention_by_hand(args.q, args.keys, args.values))
         return
     from tinygpt.checkpoint import chosen_checkpoint
 

@@ -62,6 +62,13 @@ class Lens(View):
 
 
 @dataclass(repr=False)
+class ByHand(View):
+    """softmax(q·kᵀ/√d)·V on vectors given by hand; `row`: every step's numbers."""
+
+    row: RowArithmetic
+
+
+@dataclass(repr=False)
 class Walkthrough(View):
     """One character's trip through one head; `row`: softmax(q·kᵀ/√d)·V of its query, every step kept."""
 

@@ -214,8 +214,11 @@ def backward_text(
     return "\n".join(steps), rows
 
 
-def walkthrough_of_vectors(q: list[float], keys: list[list[float]], values: list[list[float]]) -> str:
-    """Steps 4–6 on vectors given by hand: one query, keys and values (no model needed)."""
+def walkthrough_of_vectors(
+    q: list[float], keys: list[list[float]], values: list[list[float]]
+) -> tuple[str, RowArithmetic]:
+    """Steps 4–6 on vectors given by hand: one query, keys and values (no model needed); the text, and
+    every number of it."""
     if any(len(k) != len(q) for k in keys):
         raise UserError(f"every key needs as many numbers as the query ({len(q)})")
     if len(values) != len(keys) or len({len(v) for v in values}) != 1:
@@ -228,8 +231,8 @@ def walkthrough_of_vectors(q: list[float], keys: list[list[float]], values: list
         )
     if not (keys_ @ q_).isfinite().all():
         raise UserError("the scores q·k overflow float32 (they come to infinity); use smaller numbers")
-    lines, _ = attention_steps(q_, keys_, values_)
-    return "\n".join(lines)
+    lines, row = attention_steps(q_, keys_, values_)
+    return "\n".join(lines), row
 
 
 def _masked_line(name: list[str], position: int) -> str | None:
