@@ -6,7 +6,8 @@
 {
   if (document.body.dataset.backward === "open") document.getElementById("backward-toggle").click();
   const report = () => {
-    const height = Math.ceil(document.querySelector("main").getBoundingClientRect().bottom) + 24;
+    const bottom = document.querySelector("main").getBoundingClientRect().bottom + window.scrollY;
+    const height = Math.ceil(bottom) + 24;
     parent.postMessage({ tinygptHeight: height }, "*");
   };
   new ResizeObserver(report).observe(document.body);
