@@ -188,3 +188,15 @@ def test_a_views_html_is_the_page_in_a_frame_of_its_own_fetching_nothing(odd_che
     assert not re.search(r'(src|href)="(https?:)?//', page), "a view fetches nothing"
     heads = tinygpt.load(odd_checkpoint).heads()
     assert "<iframe" not in heads._repr_html_() and heads.reports[0].label in heads._repr_html_()
+
+
+def test_attention_by_hand_is_explains_worked_example(capsys):
+    example = tinygpt.attention_by_hand(
+        q=[1, 0.5], keys=[[1, 0], [0.5, 1], [1.5, 1]], values=[[0.5, 1], [1, 0]] + [[1.5, 1]]
+    )
+    argv = ["explain", "--q", "1,0.5", "--keys", "1,0", "0.5,1", "1.5,1", "--values", "0.5,1", "1,0", "1.5,1"]
+    assert repr(example) + "\n" == command(capsys, *argv)
+    scores = torch.tensor([1.0, 1.0, 2.0]) / 2**0.5  # q·k_j / √2
+    assert torch.allclose(example.row.weights, torch.softmax(scores, dim=0))
+    with pytest.raises(tinygpt.UserError, match="every key needs as many numbers as the query"):
+        tinygpt.attention_by_hand(q=[1, 0.5], keys=[[1]], values=[[1]])
