@@ -192,7 +192,7 @@ def test_a_views_html_is_the_page_in_a_frame_of_its_own_fetching_nothing(odd_che
 
 def test_attention_by_hand_is_explains_worked_example(capsys):
     example = tinygpt.attention_by_hand(
-        q=[1, 0.5], keys=[[1, 0], [0.5, 1], [1.5, 1]], values=[[0.5, 1], [1, 0]] + [[1.5, 1]]
+        q=[1, 0.5], keys=[[1, 0], [0.5, 1], [1.5, 1]], values=[[0.5, 1], [1, 0], [1.5, 1]]
     )
     argv = ["explain", "--q", "1,0.5", "--keys", "1,0", "0.5,1", "1.5,1", "--values", "0.5,1", "1,0", "1.5,1"]
     assert repr(example) + "\n" == command(capsys, *argv)
