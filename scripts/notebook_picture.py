@@ -40,18 +40,19 @@ def photograph(html_file: Path, out: Path) -> None:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": WIDTH, "height": 900}, device_scale_factor=1)
+        page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT}, device_scale_factor=1)
         page.goto(html_file.as_uri())
         cell = page.locator(".jp-Cell", has_text=CELL).last
-        cell.scroll_into_view_if_needed()
-        cell.locator("iframe").wait_for()
-        page.wait_for_function(
-            "cell => cell.querySelector('iframe').style.height !== '480px'", arg=cell.element_handle()
-        )
-        box = cell.bounding_box()  # in the window: the page's own coordinates are that plus its scroll
-        box["y"] += page.evaluate("window.scrollY")
-        box["height"] = min(box["height"], HEIGHT)  # the top of a tall cell: its code, the first maps
-        page.screenshot(path=str(out), full_page=True, clip=box)
+        cell.evaluate(
+            "cell => cell.scrollIntoView()"
+        )  # at the window's top: Chromium draws no frame out of sight
+        view = cell.locator("iframe").element_handle()
+        view.content_frame().wait_for_function("() => window.tinygpt && window.tinygpt.state.trace")
+        page.wait_for_function("frame => frame.style.height !== '480px'", arg=view)
+        page.wait_for_timeout(500)  # a frame's paint after its last resize
+        box = cell.bounding_box()  # in the window, whose top the cell is at
+        box["height"] = min(box["height"], HEIGHT - box["y"])  # a tall cell's top: its code, the first maps
+        page.screenshot(path=str(out), clip=box)  # the window as drawn, the view's frame in it
         browser.close()
 
 
