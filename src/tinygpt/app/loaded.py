@@ -208,7 +208,7 @@ def load(path: str | Path | None = None, device: str = "cpu") -> TinyGPT:
     """A checkpoint for Python: a .pt file, a run directory (its best.pt), or None for the newest run
     under ./checkpoints, as the commands choose; on `device` (cpu, cuda, mps)."""
     chosen_path = chosen_checkpoint(path)
-    if chosen_path.is_dir():
+    if (chosen_path / "best.pt").is_file():  # a run directory; any other directory is refused by name
         chosen_path = chosen_path / "best.pt"
     saved = read_checkpoint(chosen_path)
     return TinyGPT(chosen_path, saved, saved.build_model(chosen_path).to(device))
