@@ -200,3 +200,11 @@ def test_attention_by_hand_is_explains_worked_example(capsys):
     assert torch.allclose(example.row.weights, torch.softmax(scores, dim=0))
     with pytest.raises(tinygpt.UserError, match="every key needs as many numbers as the query"):
         tinygpt.attention_by_hand(q=[1, 0.5], keys=[[1]], values=[[1]])
+
+
+def test_looking_inside_asks_for_the_cpu_where_its_tensors_are_made(odd_checkpoint):
+    lm = tinygpt.load(odd_checkpoint)
+    lm.model.to("meta")  # as a model on a GPU: anywhere but the CPU
+    for call in (lambda: lm.heads(), lambda: lm.walkthrough(PROMPT), lambda: lm.circuits()):
+        with pytest.raises(tinygpt.UserError, match=r"looks inside on the CPU; load the checkpoint with"):
+            call()

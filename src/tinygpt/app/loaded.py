@@ -85,6 +85,7 @@ class TinyGPT:
     def attention(self, prompt: str, layer: int | None = None, head: int | None = None) -> Attention:
         """Every head's attention weights on prompt (text: the chosen layer's and head's heatmaps, all by
         default, and the next-character table, as `inspect --prompt` prints them)."""
+        self._on_cpu("attention")
         c = self.model.config
         layers, heads = chosen(layer, c.n_layer, "layer"), chosen(head, c.n_head, "head")
         ids = self.to_tokens(prompt)
@@ -96,6 +97,7 @@ class TinyGPT:
 
     def lens(self, prompt: str) -> Lens:
         """The logit lens (n_layer, T, vocab), as `inspect --prompt --lens` prints it."""
+        self._on_cpu("lens")
         ids = self.to_tokens(prompt)
         logits = logit_lens(self.model, ids)
         text = lens_view(logits, ids, self.tokenizer)
@@ -105,6 +107,7 @@ class TinyGPT:
         self, prompt: str, layer: int = 0, head: int = 0, token: int | None = None, dims: int | None = None
     ) -> Walkthrough:
         """Position `token` (default the last) through one head, every number shown, as `explain` does."""
+        self._on_cpu("walkthrough")
         ids = self.to_tokens(prompt)
         layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims)
         text, row = self._walk(ids, layer, head, token, dims)
@@ -122,6 +125,7 @@ class TinyGPT:
     ) -> Backward:
         """The walkthrough, then backwards from the loss of predicting the character after `token`
         (default: the last that has one), as `explain --backward` does; lr: the one step's size."""
+        self._on_cpu("backward")
         ids = self.to_tokens(prompt)
         layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims, backward=True)
         text, row = self._walk(ids, layer, head, token, dims)
@@ -135,6 +139,7 @@ class TinyGPT:
     def heads(self, windows: int | None = None) -> HeadsTable:
         """Every head's role, entropy and importance on `windows` validation windows (default 16), as
         `inspect --heads` scores them."""
+        self._on_cpu("heads")
         val, ends = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
         found = scoring.head_reports(self.model, val, ends, self.checkpoint.chars, windows or scoring.WINDOWS)
         return HeadsTable(scoring.heads_table(found), found)
@@ -158,11 +163,20 @@ class TinyGPT:
 
     def circuits(self) -> Circuits:
         """How the heads compose, from the weights, and the induction knockouts (`inspect --circuits`)."""
+        self._on_cpu("circuits")
         avoid = Boundaries.of({ch: i for i, ch in enumerate(self.checkpoint.chars)}).any
         text = circuits_table(self.model, avoid)
         found = [e.as_dict() for e in edges(composition(self.model))] if self.model.config.n_layer > 1 else []
         first = self.checkpoint.chars[0]
         return Circuits(text, found, view="circuits", page=self._page(first))
+
+    def _on_cpu(self, what: str) -> None:
+        """Looking inside runs on the CPU (its tensors are made there); sampling runs anywhere."""
+        if self.model.wte.weight.device.type != "cpu":
+            raise UserError(
+                f"{what}() looks inside on the CPU; load the checkpoint with tinygpt.load(path) (device cpu, "
+                "the default) for it, and on another device for sampling"
+            )
 
     def _walk(self, ids: list[int], layer: int, head: int, token: int, dims: int | None) -> tuple:
         trace = trace_prompt(self.model, ids)
