@@ -10,10 +10,11 @@ import torch
 from conftest import files_cut_at
 from test_trace import spread_model
 
+import tinygpt
 from tinygpt.app.cli import main
 from tinygpt.explain.page import page_data
 from tinygpt.explain.trace import trace_prompt
-from tinygpt.explain.walkthrough import attention_steps, walkthrough, walkthrough_of
+from tinygpt.explain.walkthrough import attention_steps, walkthrough
 from tinygpt.tokenizer import CharTokenizer
 
 Q = torch.tensor([1.0, 0.5])
@@ -181,12 +182,13 @@ def test_every_printed_number_is_the_models_own():
 
 
 def test_dims_limits_long_vectors(odd_checkpoint):
-    text = walkthrough_of(odd_checkpoint, "KING:", layer=0, head=1, token=2, dims=3)
+    lm = tinygpt.load(odd_checkpoint)
+    text = repr(lm.walkthrough("KING:", layer=0, head=1, token=2, dims=3))
     wte = next(x for x in text.splitlines() if x.strip().startswith("wte["))
     assert len(numbers(wte)) == 3 and "… 29 more]" in wte
     q = next(x for x in text.splitlines() if x.strip().startswith("q ="))
     assert len(numbers(q)) == 3 and "… 13 more]" in q
-    default = walkthrough_of(odd_checkpoint, "KING:", layer=0, head=1, token=2)
+    default = repr(lm.walkthrough("KING:", layer=0, head=1, token=2))
     q = next(x for x in default.splitlines() if x.strip().startswith("q ="))
     assert len(numbers(q)) == 16, "by default q, k and v show every dimension"
 

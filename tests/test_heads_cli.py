@@ -8,7 +8,7 @@ import pytest
 from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
-from tinygpt.app.sample import sample
+from tinygpt.app.commands import sample
 from tinygpt.config import from_dict
 from tinygpt.explain.roles import ROLES
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tinygpt
 from tinygpt.config import ModelSection
 from tinygpt.model import GPTConfig
 
@@ -37,13 +38,16 @@ def imported(path: Path) -> set[str]:
                 names.add(submodule if submodule in MODULES else node.module)
         elif isinstance(node, ast.Import):
             names.update(a.name for a in node.names if a.name.startswith("tinygpt"))
+    if path == PACKAGE / "__init__.py":  # the front door imports what it names on first use
+        names.update(f"tinygpt.{module}" for module in tinygpt.LAZY.values())
     return names
 
 
 def room(module: str) -> str:
-    """scripts for the package's own entry point (python -m tinygpt), else the folder under tinygpt/."""
+    """scripts for the package's front doors (python -m tinygpt, and `import tinygpt`, whose names are
+    the Python API of app/), else the folder under tinygpt/."""
     parts = module.split(".")
-    if parts[-1] == "__main__":
+    if parts[-1] == "__main__" or module == "tinygpt":
         return "scripts"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FLOOR) else "core"
 
@@ -131,6 +135,17 @@ def test_the_model_config_and_the_run_configs_model_section_have_the_same_fields
     assert shape == section | {"vocab_size"}  # the vocabulary comes from the corpus, not the config
     defaults = {f.name: f.default for f in dataclasses.fields(GPTConfig) if f.name in section}
     assert all(d is not dataclasses.MISSING for n, d in defaults.items() if n in ("dropout", "bias"))
+
+
+def test_the_front_door_names_the_api_and_imports_it_lazily():
+    """`import tinygpt` loads no torch (the command line starts fast); each name in __all__ resolves."""
+    code = "import sys, tinygpt; print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "False"
+    assert all(getattr(tinygpt, name) is not None for name in tinygpt.__all__)
+    assert room("tinygpt") == "scripts" and "tinygpt.app.api" in imported(PACKAGE / "__init__.py")
 
 
 @pytest.mark.parametrize("room_name", ["app", "explain", "training"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import train
 
-from tinygpt.app.sample import sample
+from tinygpt.app.commands import sample
 from tinygpt.checkpoint import chosen_checkpoint, latest_checkpoint
 from tinygpt.errors import UserError
 

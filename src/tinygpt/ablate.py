@@ -9,17 +9,17 @@ switching it off is replacing that slice before c_proj reads it:
            adds on average, so only what it does for this particular context is lost.
 
 A forward pre-hook on c_proj does the replacement, so the model's own forward pass,
-fast path or explicit, runs unchanged around it. `ablation` is what `--ablate` and
-`--ablate-mode` of sample, inspect and explain give.
+fast path or explicit, runs unchanged around it. tinygpt.load(...).ablate is what `--ablate`
+and `--ablate-mode` of sample, inspect and explain give.
 """
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import Checkpoint, read_checkpoint
+from tinygpt.checkpoint import Checkpoint
 from tinygpt.data import validation_split_of, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.model import GPT
@@ -104,17 +104,6 @@ def ablated(
 
 
 MEAN_WINDOWS = 16  # validation windows (each block_size long) that --ablate-mode mean averages over
-
-
-def ablation(
-    model: GPT, checkpoint: str | Path, spec: str | None, mode: str = "zero"
-) -> AbstractContextManager:
-    """The context `--ablate spec --ablate-mode mode` runs a command's forward passes in (none: no change)."""
-    if spec is None:
-        return nullcontext()
-    heads = parse_heads(spec, model.config.n_layer, model.config.n_head)
-    means = validation_means(model, read_checkpoint(checkpoint), checkpoint) if mode == "mean" else None
-    return ablated(model, heads, mode, means)
 
 
 def validation_means(model: GPT, saved: Checkpoint, checkpoint: str | Path) -> list[torch.Tensor]:

@@ -7,7 +7,9 @@ import argparse
 import os
 import shlex
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from typing import TextIO
 
 from tinygpt.app.job_exit import leave_job_if_failed
 from tinygpt.errors import UserError, shown
@@ -19,13 +21,12 @@ def train_command(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
     if args.resume:
         config.out_dir = run_of_own_config(args.config, config.out_dir, args.set)
-    from tinygpt.explain.timeline import listeners_for
+    from tinygpt.app.api import train
     from tinygpt.training.distributed import is_main_process
     from tinygpt.training.interrupt import Interrupted
-    from tinygpt.training.loop import train
 
     try:
-        record = train(config, resume=args.resume, progress=not args.quiet, listeners=listeners_for(config))
+        record = train(config, resume=args.resume, progress=not args.quiet)
     except Interrupted as e:
         if is_main_process():
             print(shown(e), file=sys.stderr)
@@ -71,8 +72,6 @@ def resume_line(out_dir: str) -> str:
 
 
 def sample_command(args: argparse.Namespace) -> None:
-    from tinygpt.app.sample import sample
-
     sample(
         args.checkpoint,
         args.prompt,
@@ -89,6 +88,39 @@ def sample_command(args: argparse.Namespace) -> None:
     )
 
 
+def sample(
+    checkpoint: str | Path | None = None,
+    prompt: str = "",
+    max_new_tokens: int = 500,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    num_samples: int = 1,
+    seed: int = 1337,
+    device: str = "auto",
+    use_cache: bool = True,
+    out: TextIO | None = None,
+    ablate: str | None = None,
+    ablate_mode: str = "zero",
+) -> list[str]:
+    """`tinygpt sample`: print num_samples continuations of prompt, character by character; return them.
+
+    ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
+    """
+    from tinygpt.app.loaded import load
+    from tinygpt.app.sample import check_sampling_options, continuations
+    from tinygpt.device import pick_device
+
+    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
+    lm = load(checkpoint, pick_device(device))
+    ids = lm.to_tokens(prompt)
+    with lm.ablate(ablate, ablate_mode) if ablate else nullcontext():
+        return continuations(
+            lm.model, lm.tokenizer, prompt, ids, max_new_tokens, temperature, top_k, top_p, num_samples,
+            seed, use_cache, stream=out or sys.stdout,  # looked up now: a redirected stdout counts
+        )  # fmt: skip
+
+
 def ablate_mode(args: argparse.Namespace) -> str:
     """--ablate-mode, which says how --ablate switches heads off: refused without --ablate."""
     if args.ablate_mode and not args.ablate:
@@ -98,7 +130,7 @@ def ablate_mode(args: argparse.Namespace) -> str:
 
 
 def inspect_command(args: argparse.Namespace) -> None:
-    from tinygpt.explain.report import describe, inspect_prompt
+    from tinygpt.explain.report import describe
 
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
@@ -116,54 +148,57 @@ def inspect_command(args: argparse.Namespace) -> None:
             raise UserError(
                 "--timeline is a view of its own: drop --heads, --circuits and --prompt, or --timeline"
             )
-        from tinygpt.explain.timeline import (
-            FILE_NAME,
-            from_checkpoints,
-            run_directory,
-            timeline_of,
-            timeline_table,
-        )
+        from tinygpt.app.api import timeline
 
-        run_dir = run_directory(args.checkpoint)
+        view = timeline(args.checkpoint, from_saved_checkpoints=args.from_checkpoints)
         if args.from_checkpoints:
-            snapshots = from_checkpoints(run_dir)
+            from tinygpt.explain.timeline import FILE_NAME, run_directory
+
+            written = run_directory(args.checkpoint) / FILE_NAME
             print(
-                f"wrote {shown(run_dir / FILE_NAME)}: {len(snapshots)} snapshots from its checkpoints",
+                f"wrote {shown(written)}: {len(view.snapshots)} snapshots from its checkpoints",
                 file=sys.stderr,
             )
-        else:
-            snapshots = timeline_of(run_dir)
-        print(timeline_table(snapshots))
+        print(view)
         return
+    from tinygpt.app.loaded import load
+
     if args.circuits:
         if args.heads or args.prompt is not None:
             raise UserError("--circuits is a view of its own: drop --heads and --prompt, or --circuits")
-        from tinygpt.explain.circuits import checkpoint_circuits
-
-        print(checkpoint_circuits(args.checkpoint))
+        print(load(args.checkpoint).circuits())
         return
     if args.heads:
-        from tinygpt.explain.heads import checkpoint_heads, heads_json, heads_table
+        from tinygpt.explain.heads import heads_json
 
-        heads = checkpoint_heads(args.checkpoint, args.windows)
-        print(heads_json(heads) if args.json else heads_table(heads))
+        heads = load(args.checkpoint).heads(args.windows)
+        print(heads_json(heads.heads) if args.json else heads)
         return
     report = describe(args.checkpoint)  # both built before either is printed: a mistake prints nothing
     if args.prompt is not None:
-        report += "\n\n" + inspect_prompt(
-            args.checkpoint, args.prompt, args.layer, args.head, args.lens, args.ablate, ablate_mode(args)
-        )
+        report += "\n\n" + prompt_views(load(args.checkpoint), args)
     print(report)
 
 
-def explain_command(args: argparse.Namespace) -> None:
-    from tinygpt.explain.walkthrough import walkthrough_of, walkthrough_of_vectors
+def prompt_views(lm, args: argparse.Namespace) -> str:
+    """What `inspect --prompt` adds: the chosen heads' heatmaps and the next-character table; with --lens,
+    the logit lens; with --ablate, all of it with those heads switched off."""
+    with lm.ablate(args.ablate, ablate_mode(args)) if args.ablate else nullcontext():
+        views = [lm.attention(args.prompt, args.layer, args.head)]
+        if args.lens:
+            views.append(lm.lens(args.prompt))
+    text = "\n\n".join(map(repr, views))
+    return f"with heads {args.ablate} switched off ({ablate_mode(args)}):\n\n{text}" if args.ablate else text
 
+
+def explain_command(args: argparse.Namespace) -> None:
     by_hand = [args.q, args.keys, args.values]
     if any(x is not None for x in by_hand):
         if any(x is None for x in by_hand):
             raise UserError("--q, --keys and --values go together: give all three")
-        print(walkthrough_of_vectors(args.q, args.keys, args.values))
+        from tinygpt.app.api import attention_by_hand
+
+        print(attention_by_hand(args.q, args.keys, args.values))
         return
     from tinygpt.checkpoint import chosen_checkpoint
 
@@ -192,20 +227,15 @@ def explain_command(args: argparse.Namespace) -> None:
         )
         print(shown(page))
         return
-    print(
-        walkthrough_of(
-            checkpoint,
-            args.prompt,
-            args.layer,
-            args.head,
-            args.token,
-            args.dims,
-            args.ablate,
-            ablate_mode(args),
-            args.backward,
-            args.lr,
-        )
-    )
+    from tinygpt.app.loaded import load
+
+    mode = ablate_mode(args)  # refused without --ablate, before any work
+    lm = load(checkpoint)
+    with lm.ablate(args.ablate, mode) if args.ablate else nullcontext():
+        if args.backward:
+            print(lm.backward(args.prompt, args.layer, args.head, args.token, args.dims, args.lr))
+        else:
+            print(lm.walkthrough(args.prompt, args.layer, args.head, args.token, args.dims))
 
 
 def read_prompt_file(path: str) -> str:

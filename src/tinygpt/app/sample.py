@@ -1,19 +1,17 @@
-"""The `sample` command: text from a checkpoint, streamed to the terminal as it is made."""
+"""Sampling: its options checked, and continuations of a prompt, streamed as they are made
+(`tinygpt sample` and `tinygpt.load(...).sample`)."""
 
+import io
 import math
-import sys
-from pathlib import Path
 from typing import TextIO
 
 import torch
 
-from tinygpt.ablate import ablation
-from tinygpt.checkpoint import chosen_checkpoint, load_checkpoint
 from tinygpt.config import TrainSection
-from tinygpt.device import pick_device
 from tinygpt.errors import UserError
-from tinygpt.generate import stream
-from tinygpt.tokenizer import prompt_ids
+from tinygpt.generate import stream as stream_ids
+from tinygpt.model import GPT
+from tinygpt.tokenizer import CharTokenizer
 
 SEED = TrainSection.__dataclass_fields__["seed"].metadata  # one range of seeds, sampling's as training's
 
@@ -54,47 +52,38 @@ def _check_temperature(temperature: float) -> None:
         )
 
 
-def sample(
-    checkpoint: str | Path | None = None,
-    prompt: str = "",
-    max_new_tokens: int = 500,
-    temperature: float = 0.8,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    num_samples: int = 1,
-    seed: int = 1337,
-    device: str = "auto",
+def continuations(
+    model: GPT,
+    tokenizer: CharTokenizer,
+    prompt: str,
+    ids: list[int],
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    num_samples: int,
+    seed: int,
     use_cache: bool = True,
-    out: TextIO | None = None,
-    ablate: str | None = None,
-    ablate_mode: str = "zero",
+    stream: TextIO | None = None,
 ) -> list[str]:
-    """Print num_samples continuations of prompt, character by character; return them too.
-
-    ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
-    """
-    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
-    out = out or sys.stdout  # looked up now, not when the module was imported: a redirected stdout counts
-    path = chosen_checkpoint(checkpoint)
-    dev = pick_device(device)
-    model, tokenizer, _ = load_checkpoint(path, device=dev)
-    context = prompt_ids(tokenizer, prompt, model.config.block_size)
+    """num_samples continuations of prompt (its ids: `ids`), each beginning with the prompt, drawn with
+    one generator seeded with seed; stream: also written there as they are made, a line between two."""
+    dev = model.wte.weight.device
     generator = torch.Generator(device=dev).manual_seed(seed)
+    out = stream or io.StringIO()
     texts = []
-    with ablation(model, path, ablate, ablate_mode):
-        for i in range(num_samples):
-            if i:
-                out.write("\n" + "-" * 40 + "\n")
-            out.write(prompt)
+    for i in range(num_samples):
+        if i:
+            out.write("\n" + "-" * 40 + "\n")
+        out.write(prompt)
+        out.flush()
+        idx = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, T)
+        made = []
+        made_ids = stream_ids(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache)
+        for next_id in made_ids:
+            made.append(tokenizer.chars[next_id.item()])
+            out.write(made[-1])
             out.flush()
-            idx = torch.tensor([context], dtype=torch.long, device=dev)  # (1, T)
-            made = []
-            for next_id in stream(
-                model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache
-            ):
-                made.append(tokenizer.chars[next_id.item()])
-                out.write(made[-1])
-                out.flush()
-            texts.append(prompt + "".join(made))
+        texts.append(prompt + "".join(made))
     out.write("\n")
     return texts

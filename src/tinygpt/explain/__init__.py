@@ -1,6 +1,6 @@
 """Looking inside a checkpoint: every view is computed by the model's own forward pass.
 
-report.py       `tinygpt inspect`: config, vocabulary, parameters, record; with --prompt, heatmaps and lens
+report.py       `tinygpt inspect`: config, vocabulary, parameters per module, training record
 trace.py        one prompt's trip through the model, every intermediate kept
 heatmap.py      attention weights as terminal heatmaps; the next-character table
 lens.py         the logit lens: what each layer already predicts
@@ -12,6 +12,8 @@ timeline.py     `inspect --timeline`: each head's role at every evaluation; the 
 walkthrough.py  `tinygpt explain`: one character through one head, every number printed
 backward.py     `explain --backward`: the gradients back through that head, and one step
 page.py         `tinygpt explain --html`: the self-contained page (with assets/)
+views.py        what the Python API returns: numbers, text for a terminal, HTML for a notebook
+inline.py       the page's views in a notebook cell: the page in a frame, one section shown
 pca.py          the 2-D map of the character embeddings
 glyphs.py       how any character shows on a terminal
 """

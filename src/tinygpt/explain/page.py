@@ -134,20 +134,21 @@ def page_data(
     live_limit: int = LIVE_LIMIT,
     steps: tqdm | None = None,
     lr: float = STEP_LR,
+    loaded: tuple[Checkpoint, GPT] | None = None,
+    off: tuple[list[tuple[int, int]], str] | None = None,
 ) -> dict[str, Any]:
-    """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing."""
+    """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing;
+    `loaded`: the checkpoint already read and its model built (tinygpt.load's), else read here; `off`:
+    the heads the page starts with switched off, and how (zero or mean)."""
     steps = steps or tqdm(disable=True)
     path = Path(checkpoint)
-    saved = read_checkpoint(path)
-    model = saved.build_model(path).eval()
-    tokenizer = saved.tokenizer
-    cfg = model.config
+    saved, model = loaded or (read_checkpoint(path), None)
+    model = (model or saved.build_model(path)).eval()
+    tokenizer, cfg = saved.tokenizer, model.config
     ids = prompt_ids(tokenizer, prompt, cfg.block_size)
     layer, head, token = focus(cfg, ids, layer, head, token)
     check_lr(lr)
-    coords, share = principal_components(model.wte.weight)
     live = model.num_params() <= live_limit
-    metrics = loss_curves(path.parent)
     next_step(steps, "scoring each head's role")
     roles, roles_note = roles_data(saved, model, path)
     next_step(steps, "each head's mean output, for mean ablation")
@@ -168,6 +169,7 @@ def page_data(
         "vocab": tokenizer.chars,
         "prompt": tokenizer.decode(ids),
         "selection": {"layer": layer, "head": head, "token": token},
+        **heads_off(off),
         "weights": model_weights(model) if live else None,
         "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
         "roles": roles,
@@ -176,14 +178,36 @@ def page_data(
         "means": means,  # (n_layer, C): what a switched-off head outputs in mean mode
         "means_note": means_note,
         "backward": backward,
-        "pca": {"coords": coords.tolist(), "share": share.tolist()},
-        "metrics": metrics,
-        "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
+        "pca": pca_data(model),
+        **curves_data(path),
         "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
         "circuits": page_circuits(saved, model, path),  # compositions and head descriptions (circuits.js)
     }
     next_step(steps, "writing the page")
     return data
+
+
+def pca_data(model: GPT) -> dict[str, list]:
+    """The character embeddings' map: each character's two coordinates, and each direction's share."""
+    coords, share = principal_components(model.wte.weight)
+    return {"coords": coords.tolist(), "share": share.tolist()}
+
+
+def curves_data(path: Path) -> dict[str, Any]:
+    """The run's loss curves from the metrics.jsonl beside the checkpoint, or a note saying why none."""
+    metrics = loss_curves(path.parent)
+    return {
+        "metrics": metrics,
+        "metrics_note": None if metrics is not None else f"no metrics.jsonl beside {path.name}",
+    }
+
+
+def heads_off(off: tuple[list[tuple[int, int]], str] | None) -> dict[str, Any]:
+    """The heads the page starts with switched off, as it names them ("L.H"), and the mode."""
+    return {
+        "off": [f"{layer}.{head}" for layer, head in off[0]] if off else [],
+        "mode": off[1] if off else "zero",
+    }
 
 
 STEPS = 7  # of writing a page, as next_step counts them: reading, roles, means, gradients, step 7,

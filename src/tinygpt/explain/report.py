@@ -1,19 +1,14 @@
 """`tinygpt inspect`: what a checkpoint holds, in words (config, vocabulary, parameters per module,
-training record), and with a prompt, each head's attention as a heatmap and the next-character odds."""
+training record). With a prompt, it adds tinygpt.load(...).attention's heatmaps and .lens's rows."""
 
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from tinygpt.ablate import ablation
-from tinygpt.checkpoint import load_checkpoint, read_checkpoint
+from tinygpt.checkpoint import read_checkpoint
 from tinygpt.explain.glyphs import escaped
-from tinygpt.explain.heatmap import attention_view
-from tinygpt.explain.lens import lens_view, logit_lens
-from tinygpt.explain.trace import chosen, trace_prompt
 from tinygpt.model import GPT
-from tinygpt.tokenizer import prompt_ids
 
 
 def count(module: torch.nn.Module) -> int:
@@ -73,28 +68,3 @@ def _fmt(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
-
-
-def inspect_prompt(
-    checkpoint: str | Path,
-    prompt: str,
-    layer: int | None,
-    head: int | None,
-    lens: bool = False,
-    ablate: str | None = None,
-    ablate_mode: str = "zero",
-) -> str:
-    """What `inspect --prompt` adds: heatmaps of the chosen heads and the next-character table;
-    with lens, the logit lens; with ablate, all of it with those heads switched off."""
-    model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
-    config = model.config
-    layers = chosen(layer, config.n_layer, "layer")
-    heads = chosen(head, config.n_head, "head")
-    ids = prompt_ids(tokenizer, prompt, config.block_size)
-    with ablation(model, checkpoint, ablate, ablate_mode):
-        view = attention_view(trace_prompt(model, ids), tokenizer, layers, heads)
-        if lens:
-            view += "\n\n" + lens_view(logit_lens(model, ids), ids, tokenizer)
-    if ablate:
-        view = f"with heads {ablate} switched off ({ablate_mode}):\n\n{view}"
-    return view

@@ -17,19 +17,16 @@ at a time, so that every intermediate can be shown.
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from tinygpt.ablate import ablation
 from tinygpt.attention import scaled_scores
-from tinygpt.checkpoint import load_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.explain.backward import STEP_LR, backward_steps, check_lr, row_backward, step_lines
+from tinygpt.explain.backward import STEP_LR, RowBackward, backward_steps, check_lr, row_backward, step_lines
 from tinygpt.explain.glyphs import num, quoted, vec
-from tinygpt.explain.trace import Trace, focus, trace_prompt
-from tinygpt.model import GPT
-from tinygpt.tokenizer import CharTokenizer, prompt_ids
+from tinygpt.explain.trace import Trace, focus
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.tokenizer import CharTokenizer
 
 SHOWN_TERMS = 3  # products of q·k written out before "…"
 
@@ -173,30 +170,20 @@ def walkthrough(
     return "\n".join(lines)
 
 
-def walkthrough_of(
-    checkpoint: str | Path,
-    prompt: str,
+def walk_focus(
+    config: GPTConfig,
+    ids: list[int],
     layer: int = 0,
     head: int = 0,
     token: int | None = None,
     dims: int | None = None,
-    ablate: str | None = None,
-    ablate_mode: str = "zero",
     backward: bool = False,
-    lr: float = STEP_LR,
-) -> str:
-    """The walkthrough for a checkpoint and a prompt (token: a position, default the last).
-
-    ablate: heads switched off (LAYER.HEAD[,…], in ablate_mode); backward: the walkthrough
-    continues backwards for the loss of predicting the character after token, with one
-    gradient step of size lr.
-    """
-    model, tokenizer, _ = load_checkpoint(checkpoint, device="cpu")
-    cfg = model.config
-    ids = prompt_ids(tokenizer, prompt, cfg.block_size)
+) -> tuple[int, int, int]:
+    """The (layer, head, token) a walkthrough follows, each checked (token None: the last position, or
+    with backward, the last whose next character the prompt holds), and dims checked."""
     if backward and token is None:
-        token = len(ids) - 2  # the last position whose next character the prompt holds
-    layer, head, token = focus(cfg, ids, layer, head, token)
+        token = len(ids) - 2
+    layer, head, token = focus(config, ids, layer, head, token)
     if dims is not None and dims < 1:
         raise UserError(f"--dims {dims} is below 1; use 1 or more")
     if backward and token >= len(ids) - 1:
@@ -204,21 +191,34 @@ def walkthrough_of(
             f"--backward follows the loss of predicting the character after --token {token}, and the prompt "
             f"has none after it; use a --token below {len(ids) - 1} (or a longer prompt)"
         )
-    if backward:
-        check_lr(lr)
-    with ablation(model, checkpoint, ablate, ablate_mode):
-        text = walkthrough(model, tokenizer, trace_prompt(model, ids), layer, head, token, dims)
-        if backward:
-            labels = [quoted(tokenizer.chars[i]) for i in ids[: token + 1]]
-            rows = row_backward(model, ids, layer, head, token)
-            steps = backward_steps(rows, labels, dims, tokenizer.chars)
-            steps += step_lines(model, ids, layer, head, token, lr, labels)
-            text += "\n\n" + "\n".join(steps)
-    return text
+    return layer, head, token
 
 
-def walkthrough_of_vectors(q: list[float], keys: list[list[float]], values: list[list[float]]) -> str:
-    """Steps 4–6 on vectors given by hand: one query, keys and values (no model needed)."""
+def backward_text(
+    model: GPT,
+    tokenizer: CharTokenizer,
+    ids: list[int],
+    layer: int,
+    head: int,
+    token: int,
+    dims: int | None = None,
+    lr: float = STEP_LR,
+) -> tuple[str, RowBackward]:
+    """The walkthrough backwards (`explain --backward`) for the loss of predicting the character after
+    token, with one gradient step of size lr: its text, and its gradients."""
+    check_lr(lr)
+    labels = [quoted(tokenizer.chars[i]) for i in ids[: token + 1]]
+    rows = row_backward(model, ids, layer, head, token)
+    steps = backward_steps(rows, labels, dims, tokenizer.chars)
+    steps += step_lines(model, ids, layer, head, token, lr, labels)
+    return "\n".join(steps), rows
+
+
+def walkthrough_of_vectors(
+    q: list[float], keys: list[list[float]], values: list[list[float]]
+) -> tuple[str, RowArithmetic]:
+    """Steps 4–6 on vectors given by hand: one query, keys and values (no model needed); the text, and
+    every number of it."""
     if any(len(k) != len(q) for k in keys):
         raise UserError(f"every key needs as many numbers as the query ({len(q)})")
     if len(values) != len(keys) or len({len(v) for v in values}) != 1:
@@ -231,8 +231,8 @@ def walkthrough_of_vectors(q: list[float], keys: list[list[float]], values: list
         )
     if not (keys_ @ q_).isfinite().all():
         raise UserError("the scores q·k overflow float32 (they come to infinity); use smaller numbers")
-    lines, _ = attention_steps(q_, keys_, values_)
-    return "\n".join(lines)
+    lines, row = attention_steps(q_, keys_, values_)
+    return "\n".join(lines), row
 
 
 def _masked_line(name: list[str], position: int) -> str | None:

@@ -151,6 +151,7 @@ export function setupModeSwitch() {
       : "";
   for (const input of document.querySelectorAll("#ablation-mode input")) {
     input.disabled = !W || (input.value === "mean" && !MEANS);
+    input.checked = input.value === state.mode;
     input.addEventListener("change", () => setMode(input.value));
   }
   document.getElementById("ablation-mode-note").textContent = why;

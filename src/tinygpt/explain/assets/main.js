@@ -46,4 +46,12 @@ setupPrompt();
 setupModeSwitch();
 setupBackward();
 window.addEventListener("resize", renderGrid); // the maps take the grid's new width
-setTrace(W ? forward(Array.from(DATA.prompt, (c) => ID.get(c))) : traceFromData(DATA.trace));
+setTrace(
+  W
+    ? forward(
+        Array.from(DATA.prompt, (c) => ID.get(c)),
+        state.off,
+        state.mode,
+      )
+    : traceFromData(DATA.trace),
+);

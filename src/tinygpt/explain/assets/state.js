@@ -10,8 +10,8 @@ export const state = {
   layer: DATA.selection.layer,
   head: DATA.selection.head,
   token: DATA.selection.token,
-  off: new Set(), // the heads switched off, by headName
-  mode: "zero", // what a switched-off head outputs: "zero" or "mean" (tinygpt.ablate.MODES)
+  off: new Set(DATA.off), // the heads switched off, by headName (at first, those the page was written with)
+  mode: DATA.mode, // what a switched-off head outputs: "zero" or "mean" (tinygpt.ablate.MODES)
   backward: false, // the backward panel is open
 };
 export const chars = () => state.trace.ids.map((id) => VOCAB[id]);

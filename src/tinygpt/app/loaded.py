@@ -1,0 +1,228 @@
+"""A checkpoint loaded for Python (`tinygpt.load`): the model, its tokenizer and its record, and on it
+every way the commands look inside, each returning numbers that also show themselves (explain/views.py).
+
+    lm = tinygpt.load("checkpoints/cpu")       # a run directory (its best.pt) or a .pt file
+    lm.sample("ROMEO:", max_new_tokens=100)     # tinygpt sample
+    lm.attention("To be")                       # inspect --prompt: heatmaps, each head's role
+    lm.lens("To be")                            # inspect --prompt --lens
+    lm.heads()                                  # inspect --heads
+    with lm.ablate("1.0"): ...                  # --ablate 1.0: every call inside runs without head 1.0
+    lm.walkthrough("To be", layer=1, head=0)    # explain
+    lm.backward("To be", layer=1, head=0)       # explain --backward
+    lm.circuits()                               # inspect --circuits
+
+The commands call these, so a notebook and the command line give the same numbers, and the
+same one-line UserError for a bad argument (it names the command's option, e.g. --token).
+"""
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+from tinygpt.ablate import MODES, Head, ablated, parse_heads, validation_means
+from tinygpt.app.sample import check_sampling_options, continuations
+from tinygpt.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
+from tinygpt.data import validation_windows
+from tinygpt.errors import UserError
+from tinygpt.explain import heads as scoring
+from tinygpt.explain.backward import STEP_LR
+from tinygpt.explain.circuits import circuits_table, composition, edges
+from tinygpt.explain.heatmap import attention_view
+from tinygpt.explain.inline import CELL_LIVE_LIMIT
+from tinygpt.explain.lens import lens_view, logit_lens
+from tinygpt.explain.page import page_data
+from tinygpt.explain.roles import Boundaries
+from tinygpt.explain.trace import chosen, trace_prompt
+from tinygpt.explain.views import Attention, Backward, Circuits, HeadsTable, Lens, PageData, Walkthrough
+from tinygpt.explain.walkthrough import backward_text, row_arithmetic, walk_focus, walkthrough
+from tinygpt.model import GPT
+from tinygpt.tokenizer import CharTokenizer, prompt_ids
+
+
+class TinyGPT:
+    """A trained checkpoint: `model` (a tinygpt.GPT, in eval mode), `tokenizer`, `record` (the training
+    record: step, losses, wall time), `path` (the .pt file) and `checkpoint` (everything it holds)."""
+
+    def __init__(self, path: Path, checkpoint: Checkpoint, model: GPT):
+        self.path, self.checkpoint, self.model = path, checkpoint, model.eval()
+        self.tokenizer: CharTokenizer = checkpoint.tokenizer
+        self.record: dict = checkpoint.record
+        self.ablated: tuple[list[Head], str] | None = None  # the heads `with ablate(...)` switched off
+
+    def __repr__(self) -> str:
+        c = self.model.config
+        return (
+            f"TinyGPT({str(self.path)!r}: {c.n_layer} layers × {c.n_head} heads, n_embd {c.n_embd}, "
+            f"{self.model.num_params():,} parameters, step {self.checkpoint.step})"
+        )
+
+    def to_tokens(self, prompt: str) -> list[int]:
+        """The prompt's ids, checked: every character in the vocabulary, at most block_size of them."""
+        return prompt_ids(self.tokenizer, prompt, self.model.config.block_size)
+
+    def sample(
+        self,
+        prompt: str = "",
+        max_new_tokens: int = 200,
+        temperature: float = 0.8,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        num_samples: int = 1,
+        seed: int = 1337,
+        stream: TextIO | None = None,
+    ) -> list[str]:
+        """num_samples continuations of prompt (each starting with it), as `tinygpt sample` makes them
+        with the same seed; stream: also write them there character by character."""
+        check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
+        ids = self.to_tokens(prompt)
+        return continuations(
+            self.model, self.tokenizer, prompt, ids, max_new_tokens, temperature, top_k, top_p,
+            num_samples, seed, stream=stream,
+        )  # fmt: skip
+
+    def attention(self, prompt: str, layer: int | None = None, head: int | None = None) -> Attention:
+        """Every head's attention weights on prompt (text: the chosen layer's and head's heatmaps, all by
+        default, and the next-character table, as `inspect --prompt` prints them)."""
+        self._on_cpu("attention")
+        c = self.model.config
+        layers, heads = chosen(layer, c.n_layer, "layer"), chosen(head, c.n_head, "head")
+        ids = self.to_tokens(prompt)
+        trace = trace_prompt(self.model, ids)
+        text = attention_view(trace, self.tokenizer, layers, heads)
+        weights = torch.stack([lt.weights for lt in trace.layers])  # (n_layer, n_head, T, T)
+        page = self._page(prompt, layers[0], heads[0])
+        return Attention(text, self._tokens(ids), weights, trace.logits, view="grid", page=page)
+
+    def lens(self, prompt: str) -> Lens:
+        """The logit lens (n_layer, T, vocab), as `inspect --prompt --lens` prints it."""
+        self._on_cpu("lens")
+        ids = self.to_tokens(prompt)
+        logits = logit_lens(self.model, ids)
+        text = lens_view(logits, ids, self.tokenizer)
+        return Lens(text, self._tokens(ids), logits, view="lens", page=self._page(prompt))
+
+    def walkthrough(
+        self, prompt: str, layer: int = 0, head: int = 0, token: int | None = None, dims: int | None = None
+    ) -> Walkthrough:
+        """Position `token` (default the last) through one head, every number shown, as `explain` does."""
+        self._on_cpu("walkthrough")
+        ids = self.to_tokens(prompt)
+        layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims)
+        text, row = self._walk(ids, layer, head, token, dims)
+        page = self._page(prompt, layer, head, token)
+        return Walkthrough(text, layer, head, token, self._tokens(ids), row, view="walkthrough", page=page)
+
+    def backward(
+        self,
+        prompt: str,
+        layer: int = 0,
+        head: int = 0,
+        token: int | None = None,
+        dims: int | None = None,
+        lr: float = STEP_LR,
+    ) -> Backward:
+        """The walkthrough, then backwards from the loss of predicting the character after `token`
+        (default: the last that has one), as `explain --backward` does; lr: the one step's size."""
+        self._on_cpu("backward")
+        ids = self.to_tokens(prompt)
+        layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims, backward=True)
+        text, row = self._walk(ids, layer, head, token, dims)
+        back, gradients = backward_text(self.model, self.tokenizer, ids, layer, head, token, dims, lr)
+        page = self._page(prompt, layer, head, token, lr)
+        tokens = self._tokens(ids)
+        return Backward(
+            f"{text}\n\n{back}", layer, head, token, tokens, row, gradients, view="backward", page=page
+        )
+
+    def heads(self, windows: int | None = None) -> HeadsTable:
+        """Every head's role, entropy and importance on `windows` validation windows (default 16), as
+        `inspect --heads` scores them."""
+        self._on_cpu("heads")
+        val, ends = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
+        found = scoring.head_reports(self.model, val, ends, self.checkpoint.chars, windows or scoring.WINDOWS)
+        return HeadsTable(scoring.heads_table(found), found)
+
+    def loss(self, windows: int | None = None) -> float:
+        """The validation loss on the windows heads() scores on (with the heads `ablate` switched off)."""
+        val, _ = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
+        text = validation_windows(val, self.model.config.block_size, windows or scoring.WINDOWS)
+        return scoring.loss(self.model, text.to(self.model.wte.weight.device))
+
+    def ablate(self, heads: str | list[Head], mode: str = "zero") -> AbstractContextManager:
+        """`with lm.ablate("1.0,2.3", "mean"):` every call inside runs with those heads switched off:
+        zero, a head adds nothing; mean, its mean output over validation text (`--ablate-mode`)."""
+        if mode not in MODES:
+            raise UserError(f"--ablate-mode {mode!r}: use one of {', '.join(MODES)}")
+        c = self.model.config
+        spec = heads if isinstance(heads, str) else ",".join(f"{layer}.{h}" for layer, h in heads)
+        chosen_heads = parse_heads(spec, c.n_layer, c.n_head)
+        means = validation_means(self.model, self.checkpoint, self.path) if mode == "mean" else None
+        return _Ablation(self, chosen_heads, mode, ablated(self.model, chosen_heads, mode, means))
+
+    def circuits(self) -> Circuits:
+        """How the heads compose, from the weights, and the induction knockouts (`inspect --circuits`)."""
+        self._on_cpu("circuits")
+        avoid = Boundaries.of({ch: i for i, ch in enumerate(self.checkpoint.chars)}).any
+        text = circuits_table(self.model, avoid)
+        found = [e.as_dict() for e in edges(composition(self.model))] if self.model.config.n_layer > 1 else []
+        first = self.checkpoint.chars[0]
+        return Circuits(text, found, view="circuits", page=self._page(first))
+
+    def _on_cpu(self, what: str) -> None:
+        """Looking inside runs on the CPU (its tensors are made there); sampling runs anywhere."""
+        if self.model.wte.weight.device.type != "cpu":
+            raise UserError(
+                f"{what}() looks inside on the CPU; load the checkpoint with tinygpt.load(path) (device cpu, "
+                "the default) for it, and on another device for sampling"
+            )
+
+    def _walk(self, ids: list[int], layer: int, head: int, token: int, dims: int | None) -> tuple:
+        trace = trace_prompt(self.model, ids)
+        lt = trace.layers[layer]
+        row = row_arithmetic(lt.q[head, token], lt.k[head, : token + 1], lt.v[head, : token + 1], token)
+        return walkthrough(self.model, self.tokenizer, trace, layer, head, token, dims), row
+
+    def _tokens(self, ids: list[int]) -> list[str]:
+        return [self.tokenizer.chars[i] for i in ids]
+
+    def _page(
+        self, prompt: str, layer: int = 0, head: int = 0, token: int | None = None, lr: float = STEP_LR
+    ) -> PageData:
+        """What builds the page's data for a view, when a notebook asks for it."""
+        loaded = (self.checkpoint, self.model)
+        off = self.ablated
+        return lambda: page_data(
+            self.path, prompt, layer, head, token, CELL_LIVE_LIMIT, lr=lr, loaded=loaded, off=off
+        )
+
+
+class _Ablation(AbstractContextManager):
+    """The heads of TinyGPT.ablate switched off while inside (see tinygpt.ablate)."""
+
+    def __init__(self, lm: TinyGPT, heads: list[Head], mode: str, hooks: AbstractContextManager):
+        self.lm, self.heads, self.mode, self.hooks = lm, heads, mode, hooks
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{layer}.{h}" for layer, h in self.heads)
+        return f"heads {names} switched off ({self.mode}) inside `with`"
+
+    def __enter__(self) -> TinyGPT:
+        self.hooks.__enter__()
+        self.lm.ablated = (self.heads, self.mode)
+        return self.lm
+
+    def __exit__(self, *exc) -> None:
+        self.lm.ablated = None
+        self.hooks.__exit__(*exc)
+
+
+def load(path: str | Path | None = None, device: str = "cpu") -> TinyGPT:
+    """A checkpoint for Python: a .pt file, a run directory (its best.pt), or None for the newest run
+    under ./checkpoints, as the commands choose; on `device` (cpu, cuda, mps)."""
+    chosen_path = chosen_checkpoint(path)
+    if (chosen_path / "best.pt").is_file():  # a run directory; any other directory is refused by name
+        chosen_path = chosen_path / "best.pt"
+    saved = read_checkpoint(chosen_path)
+    return TinyGPT(chosen_path, saved, saved.build_model(chosen_path).to(device))

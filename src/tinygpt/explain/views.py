@@ -1,0 +1,139 @@
+"""What the Python API returns: numbers to compute with, which also show themselves.
+
+In a terminal a view prints as the command prints it (`__repr__` is the command's text);
+in Jupyter, VS Code or Colab, `_repr_html_` shows it drawn by the page's own script
+(tinygpt.explain.inline: the page in a frame, one section shown), except the heads'
+table, which is a plain HTML table. The page's data is built only when a notebook asks
+for the HTML, so that a view used for its numbers costs no more than the numbers.
+"""
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tinygpt.explain.backward import RowBackward
+from tinygpt.explain.heads import HeadReport, Heads
+from tinygpt.explain.inline import cell_html
+from tinygpt.explain.roles import ROLES, SHORT_NAMES
+from tinygpt.explain.walkthrough import RowArithmetic
+
+PageData = Callable[[], dict[str, Any]]  # builds the page's data (explain.page.page_data) when called
+
+
+@dataclass(repr=False)
+class View:
+    """A result with its text (what the command prints) and, where the page draws it, its page view."""
+
+    text: str
+    view: str = field(default="", kw_only=True)  # the page section that draws it (inline.SECTIONS)
+    page: PageData | None = field(default=None, kw_only=True)
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        if self.page is None:
+            return f"<pre>{html.escape(self.text)}</pre>"
+        return cell_html(self.page(), self.view)
+
+
+@dataclass(repr=False)
+class Attention(View):
+    """Every head's attention on a prompt, drawn as the page's heatmaps with each head's role."""
+
+    tokens: list[str]
+    weights: torch.Tensor  # (n_layer, n_head, T, T): row i, where query i looks
+    logits: torch.Tensor  # (T, vocab): the model's prediction after each position
+
+
+@dataclass(repr=False)
+class Lens(View):
+    """The logit lens of a prompt: what the model would predict if it ended after each layer."""
+
+    tokens: list[str]
+    logits: torch.Tensor  # (n_layer, T, vocab)
+
+    def probs(self) -> torch.Tensor:
+        """(n_layer, T, vocab): the lens's probabilities."""
+        return torch.softmax(self.logits.float(), dim=-1)
+
+
+@dataclass(repr=False)
+class ByHand(View):
+    """softmax(q·kᵀ/√d)·V on vectors given by hand; `row`: every step's numbers."""
+
+    row: RowArithmetic
+
+
+@dataclass(repr=False)
+class Walkthrough(View):
+    """One character's trip through one head; `row`: softmax(q·kᵀ/√d)·V of its query, every step kept."""
+
+    layer: int
+    head: int
+    token: int
+    tokens: list[str]
+    row: RowArithmetic
+
+
+@dataclass(repr=False)
+class Backward(Walkthrough):
+    """The walkthrough continued backwards: every gradient from the loss at `token` into the head."""
+
+    gradients: RowBackward
+
+
+@dataclass(repr=False)
+class HeadsTable(View):
+    """Every head's role scores, label, entropy, importance and description (`inspect --heads`)."""
+
+    heads: Heads
+
+    @property
+    def reports(self) -> list[HeadReport]:
+        return self.heads.reports
+
+    def _repr_html_(self) -> str:
+        return heads_html(self.heads)
+
+
+@dataclass(repr=False)
+class Circuits(View):
+    """How heads compose (Q-, K-, V-composition from the weights) and the induction knockouts."""
+
+    edges: list[dict[str, Any]]  # {kind, source, target, score}, strongest first
+
+
+@dataclass(repr=False)
+class Timeline(View):
+    """A run's snapshots over training, drawn as the page's timeline with its slider."""
+
+    snapshots: list[dict[str, Any]]
+
+
+CELL = "padding:2px 8px;text-align:right;font-variant-numeric:tabular-nums"
+
+
+def heads_html(heads: Heads) -> str:
+    """The heads' table as HTML: one row per head, its label in bold, its description beside it."""
+    head = "".join(f'<th style="{CELL}">{html.escape(SHORT_NAMES[r])}</th>' for r in ROLES)
+    header = f"<tr><th>head</th>{head}<th>label</th><th>entropy</th><th>importance</th><th>in words</th></tr>"
+    rows = []
+    for r in heads.reports:
+        scores = "".join(f'<td style="{CELL}">{r.scores[role]:.3f}</td>' for role in ROLES)
+        rows.append(
+            f"<tr><td>{r.layer}.{r.head}</td>{scores}<td><b>{html.escape(r.label)}</b></td>"
+            f'<td style="{CELL}">{r.entropy:.3f}</td><td style="{CELL}">{r.importance:+.4f}</td>'
+            f'<td style="text-align:left">{html.escape(r.description)}</td></tr>'
+        )
+    note = (
+        f"importance: validation loss with the head off (zero) minus with every head on "
+        f"({heads.loss:.4f}), in nats"
+    )
+    return (
+        f'<table class="tinygpt-heads" style="border-collapse:collapse;font-size:13px">{header}'
+        f'{"".join(rows)}</table><p style="font-size:12px">{html.escape(note)}</p>'
+    )
