@@ -9,6 +9,7 @@ Writes into --out (docs/ by default):
   timeline.png    the page's timeline, its slider at the second snapshot (the first evaluation)
   figures.json    the figures the guides quote: the run's record, the page's and the timeline's
                   size, each snapshot's sample (its first line), and what each command printed
+                  (the loss on the whole validation split, the head roles, the timeline, ...)
   figures.md      the same for reading, each command with its output
 
 Pictures are taken in the system's headless Chromium (apt-get install chromium; never a downloaded
@@ -47,6 +48,7 @@ def commands(run: Path, layer: int, head: int) -> dict[str, list[str]]:
     """The commands whose output the guides show, by name: tinygpt's arguments."""
     best, lh = str(run / "best.pt"), ["--layer", str(layer), "--head", str(head)]
     return {
+        "evaluate": ["evaluate", best, "--quiet"],  # the loss on the whole validation split
         "heads": ["inspect", best, "--heads"],
         "timeline": ["inspect", str(run), "--timeline"],
         "attention": ["inspect", best, "--prompt", SHORT, *lh],

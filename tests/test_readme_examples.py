@@ -181,3 +181,5 @@ def test_the_guides_quote_the_figures_make_pictures_wrote():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "\n".join(figures["printed"]["sample"][1].splitlines()[:13]) in readme
     assert f"about {figures['best_val_loss']:.2f}" in readme
+    whole = float(re.search(r"loss (\d+\.\d+) on the validation split", figures["printed"]["evaluate"][1])[1])
+    assert f"({whole:.3f} on the whole validation split)" in readme
