@@ -1,0 +1,121 @@
+"""Train configs/induction.yaml with several seeds and thread counts, timed: how reliably, how fast it forms.
+
+    python scripts/induction_seeds.py                          # seeds 1-5, 1 thread, then 2 threads
+    python scripts/induction_seeds.py --seeds 1 2 --threads 1 --steps 5000 --out /tmp/seeds
+
+Each run is `python scripts/train.py --config configs/induction.yaml` in a fresh process with
+OMP_NUM_THREADS set (the number of threads changes the order of float sums, so the trajectory
+too), into OUT/tN_seedS. From each run's timeline: the step at which a layer-1 head first cleared
+the induction threshold, and the layer-0 head's previous-token score and label at the end; with
+the wall time of the whole command and the load average just before it (the machine may be
+shared: the steps do not depend on the load, the seconds do). Writes docs/circuits_figures.json,
+which README.md and docs/circuits.md quote (tests/test_circuits.py checks that they do).
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works from a plain checkout too
+
+import torch
+
+from tinygpt.checkpoint import read_checkpoint
+from tinygpt.explain.roles import THRESHOLDS, label
+from tinygpt.explain.timeline import first_cleared, timeline_of
+from tinygpt.files import write_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = "configs/induction.yaml"
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")  # what decides float32 against bfloat16 speed
+
+
+def cpu() -> dict:
+    """The CPU's model name and which of FLAGS it has (Linux: /proc/cpuinfo), and its core count."""
+    info = Path("/proc/cpuinfo")
+    text = info.read_text() if info.is_file() else ""
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
+    lines = [line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")]
+    flags = set(lines[0] if lines else [])
+    return {
+        "model": names[0] if names else platform.processor(),
+        "flags": [f for f in FLAGS if f in flags],
+        "cores": os.cpu_count(),
+    }
+
+
+def train_one(seed: int, threads: int, out: Path, steps: int | None) -> dict:
+    """Train one seed on `threads` threads into out, timed; returns the command's wall time and load."""
+    argv = [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", CONFIG, "--quiet"]
+    argv += ["--set", f"train.seed={seed}", "--set", f"out_dir={out}"]
+    argv += ["--set", f"train.max_iters={steps}"] if steps else []
+    load = os.getloadavg()[0]
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": str(threads)}, check=True)
+    return {"wall_s": round(time.perf_counter() - started, 1), "load_before": round(load, 2)}
+
+
+def measured(run: Path) -> dict:
+    """From a finished run: its steps, training time, the step its induction head formed, the layer-0 head."""
+    snapshots = timeline_of(run)
+    record = read_checkpoint(run / "last.pt").record
+    formed = [step for step, layer, _ in first_cleared(snapshots)["induction"] if layer >= 1]
+    layer0 = [h for h in snapshots[-1]["heads"] if h["layer"] == 0]
+    later = [h for h in snapshots[-1]["heads"] if h["layer"] >= 1]
+    previous = max(layer0, key=lambda h: h["scores"]["previous"])
+    return {
+        "steps": record["step"],
+        "train_s": round(record["wall_time_s"], 1),
+        "formed": formed[0] if formed else None,
+        "previous": round(previous["scores"]["previous"], 2),
+        "previous_label": label(previous["scores"]),
+        "induction": round(max(h["scores"]["induction"] for h in later), 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help="cut each run to this many steps (the learning rate is constant, so the steps "
+        "before are the full run's)",
+    )
+    parser.add_argument("--out", default="checkpoints/induction_seeds", help="where the runs go")
+    parser.add_argument("--json", default=str(ROOT / "docs" / "circuits_figures.json"))
+    args = parser.parse_args(argv)
+    for threads in args.threads:
+        for seed in args.seeds:
+            out = (Path(args.out) / f"t{threads}_seed{seed}").resolve()
+            timing = train_one(seed, threads, out, args.steps)
+            run = {"seed": seed, "threads": threads, **measured(out), **timing}
+            print(json.dumps(run), flush=True)
+            record(Path(args.json), run)
+    print(f"wrote {args.json}")
+    return 0
+
+
+def record(path: Path, run: dict) -> None:
+    """Add run to the figures at path, in place of an earlier run of the same seed and threads, so that
+    several invocations (say one per thread count) can fill one file, each run as soon as it is done."""
+    old = json.loads(path.read_text(encoding="utf-8"))["runs"] if path.is_file() else []
+    runs = [r for r in old if (r["threads"], r["seed"]) != (run["threads"], run["seed"])] + [run]
+    figures = {
+        "config": CONFIG,
+        "cpu": cpu(),
+        "torch": torch.__version__,
+        "threshold": THRESHOLDS["induction"],
+        "runs": sorted(runs, key=lambda r: (r["threads"], r["seed"])),
+    }
+    write_atomic(path, json.dumps(figures, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
