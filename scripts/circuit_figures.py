@@ -1,18 +1,20 @@
-"""Regenerate the figures of docs/circuits.md from trained runs: every number there comes from here.
+"""Regenerate the figures of docs/circuits.md and README.md's timing from trained runs, every number.
 
-    python scripts/circuit_figures.py          # from checkpoints/induction and checkpoints/cpu
-    python scripts/circuit_figures.py --run checkpoints/induction --cpu-run checkpoints/cpu \\
-        --seeds checkpoints/induction_seed2 checkpoints/induction_seed3
+    python scripts/induction_seeds.py       # first: trains the seeds, writes docs/circuits_figures.json
+    python scripts/circuit_figures.py --run checkpoints/induction_seeds/t1_seed1 --cpu-run checkpoints/cpu
 
 From the induction run: docs/circuits_timeline.svg (the loss, the loss where the text repeats
 and the two heads' scores at every evaluation, with the step the induction head formed) and
 the block of docs/circuits.md between `<!-- figures: induction -->` and `<!-- /figures -->`
-(the timeline, `inspect --circuits` and `inspect --heads` of its best.pt). From the
-cpu.yaml run, when given and present: the block between `<!-- figures: cpu -->` and
-`<!-- /figures -->`. A run that is missing is said, and its block is left as it was.
+(the timeline, `inspect --circuits` and `inspect --heads` of its best.pt). From
+docs/circuits_figures.json (scripts/induction_seeds.py): the guide's `seeds` block (every seed:
+the step it formed, its heads, its wall time) and README.md's `timing` block. From the
+cpu.yaml run, when present: the block `cpu`. A run that is missing is said, and its block is
+left as it was.
 """
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -28,6 +30,7 @@ from tinygpt.explain.timeline import first_cleared, timeline_of
 from tinygpt.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "docs" / "circuits_figures.json"  # written by scripts/induction_seeds.py
 
 
 def best_of(snapshot: dict, layer: int, role: str) -> float:
@@ -163,19 +166,43 @@ def induction_block(run: Path) -> str:
     )
 
 
-def seeds_line(runs: list[Path]) -> str:
-    """One sentence: at which step each other seed's induction head formed, if it did."""
-    found = []
-    for run in runs:
-        snapshots = timeline_of(run)
-        seed = read_checkpoint(run / "best.pt").config["train"]["seed"]
-        formed = formed_at(snapshots)
-        found.append(
-            f"seed {seed} at step {formed}"
-            if formed is not None
-            else f"seed {seed} not within its {snapshots[-1]['step']:,} steps"
+def seed_rows(figures: dict) -> str:
+    """The seeds' table: the step each run's induction head formed at, its layer-0 head, its wall time."""
+    rows = [
+        "| threads | seed | steps run | induction head formed at step | layer 0 at the end: previous (label) "
+        "| layer 1 at the end: induction | wall time | load average before |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for r in figures["runs"]:
+        formed = f"{r['formed']:,}" if r["formed"] is not None else f"not in {r['steps']:,}"
+        rows.append(
+            f"| {r['threads']} | {r['seed']} | {r['steps']:,} | {formed} | "
+            f"{r['previous']:.2f} ({r['previous_label']}) | {r['induction']:.2f} | {r['wall_s']:.0f} s | "
+            f"{r['load_before']:.1f} |"
         )
-    return f"Other seeds of the same config formed their induction head at: {'; '.join(found)}."
+    return "\n".join(rows)
+
+
+def machine(figures: dict) -> str:
+    """The CPU the seeds ran on, in words: its model, cores and the flags that decide float32 speed."""
+    cpu = figures["cpu"]
+    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags'])}, torch {figures['torch']}"
+
+
+def timing(figures: dict, threads: int) -> str:
+    """One sentence for README.md: the steps at which the seeds formed, and the wall time, on `threads`."""
+    runs = [r for r in figures["runs"] if r["threads"] == threads]
+    formed = [r["formed"] for r in runs if r["formed"] is not None]
+    per_1000 = [1000 * r["wall_s"] / r["steps"] for r in runs]
+    loads = [r["load_before"] for r in runs]
+    where = f"formed in {len(formed)} of {len(runs)} seeds" + (
+        f", between step {min(formed):,} and step {max(formed):,}" if formed else ""
+    )
+    return (
+        f"On {threads} thread{'s' if threads > 1 else ''} of an {machine(figures)} (float32), the "
+        f"induction head {where}; a run took {min(per_1000):.0f}-{max(per_1000):.0f} s of wall time per "
+        f"1,000 steps, the machine's load average {min(loads):.1f}-{max(loads):.1f} when it started"
+    )
 
 
 def cpu_block(run: Path) -> str:
@@ -213,34 +240,42 @@ def replace_block(text: str, name: str, body: str) -> str:
     return pattern.sub(lambda m: m[1] + body + m[2], text, count=1)
 
 
+def with_seeds(doc: str, readme: str, figures_json: Path) -> tuple[str, str]:
+    """The guide's seeds block and the README's timing block, from scripts/induction_seeds.py's figures."""
+    figures = json.loads(figures_json.read_text(encoding="utf-8"))
+    doc = replace_block(doc, "seeds", f"Seeds run on: {machine(figures)}.\n\n{seed_rows(figures)}")
+    threads = sorted({r["threads"] for r in figures["runs"]})
+    return doc, replace_block(readme, "timing", ". ".join(timing(figures, t) for t in threads) + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--run", default="checkpoints/induction", help="the induction run (configs/induction.yaml)"
+        "--run", default="checkpoints/induction", help="an induction run (configs/induction.yaml)"
     )
-    parser.add_argument("--seeds", nargs="*", default=[], help="runs of the same config with other seeds")
     parser.add_argument("--cpu-run", default="checkpoints/cpu", help="cpu.yaml's run (skipped if absent)")
     parser.add_argument("--doc", default=str(ROOT / "docs" / "circuits.md"))
+    parser.add_argument("--readme", default=str(ROOT / "README.md"))
     parser.add_argument("--svg", default=str(ROOT / "docs" / "circuits_timeline.svg"))
+    parser.add_argument("--figures", default=str(FIGURES), help="scripts/induction_seeds.py's figures")
     args = parser.parse_args(argv)
     try:
-        doc = Path(args.doc)
+        doc, readme = Path(args.doc), Path(args.readme)
         text = doc.read_text(encoding="utf-8")
         run = Path(args.run)
         write_atomic(args.svg, timeline_svg(timeline_of(run)))
-        block = induction_block(run)
-        if args.seeds:
-            block += "\n\n" + seeds_line([Path(r) for r in args.seeds])
-        text = replace_block(text, "induction", block)
+        text = replace_block(text, "induction", induction_block(run))
         if (Path(args.cpu_run) / "best.pt").is_file():
             text = replace_block(text, "cpu", cpu_block(Path(args.cpu_run)))
         else:
             print(f"note: no {args.cpu_run}/best.pt; its block is left as it was", file=sys.stderr)
+        text, readme_text = with_seeds(text, readme.read_text(encoding="utf-8"), Path(args.figures))
         write_atomic(doc, text)
+        write_atomic(readme, readme_text)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {args.svg} and the figures in {args.doc}")
+    print(f"wrote {args.svg}, the figures in {args.doc} and the timing in {args.readme}")
     return 0
 
 

@@ -1,6 +1,10 @@
 """Composition scores (tinygpt.explain.circuits) and head descriptions (tinygpt.explain.describe), each on
 heads built by hand so the right answer is known."""
 
+import importlib.util
+import json
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import looking_back_model
@@ -11,6 +15,7 @@ from tinygpt.explain.describe import BUCKETS, describe, offset_shares, profiles
 from tinygpt.model import attention_weights
 
 C, NH, T = 32, 2, 16
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def wired_model() -> GPT:
@@ -143,3 +148,18 @@ def test_inspect_circuits_prints_the_edges_and_the_knockouts_and_stands_alone(od
         .err.strip()
         .endswith("--circuits is a view of its own: drop --heads and --prompt, or --circuits")
     )
+
+
+def test_the_readme_and_the_guide_quote_the_seeds_figures_the_script_wrote():
+    """README.md's timing and docs/circuits.md's seeds table are what scripts/induction_seeds.py measured
+    (docs/circuits_figures.json), as scripts/circuit_figures.py writes them: no figure copied by hand."""
+    spec = importlib.util.spec_from_file_location("circuit_figures", ROOT / "scripts" / "circuit_figures.py")
+    figures_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figures_script)
+    figures = json.loads((ROOT / "docs" / "circuits_figures.json").read_text(encoding="utf-8"))
+    guide = (ROOT / "docs" / "circuits.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert figures_script.seed_rows(figures) in guide
+    assert figures_script.machine(figures) in guide
+    for threads in {r["threads"] for r in figures["runs"]}:
+        assert figures_script.timing(figures, threads) in readme
