@@ -189,19 +189,28 @@ def machine(figures: dict) -> str:
     return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags'])}, torch {figures['torch']}"
 
 
+def span(values: list[float], digits: int = 0) -> str:
+    """'low-high' of values, or the one value when they are all equal (at `digits` decimals)."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
 def timing(figures: dict, threads: int) -> str:
-    """One sentence for README.md: the steps at which the seeds formed, and the wall time, on `threads`."""
+    """One clause for README.md: the steps at which the seeds formed, and the wall time, on `threads`."""
     runs = [r for r in figures["runs"] if r["threads"] == threads]
     formed = [r["formed"] for r in runs if r["formed"] is not None]
-    per_1000 = [1000 * r["wall_s"] / r["steps"] for r in runs]
-    loads = [r["load_before"] for r in runs]
-    where = f"formed in {len(formed)} of {len(runs)} seeds" + (
-        f", between step {min(formed):,} and step {max(formed):,}" if formed else ""
-    )
+    where = f"formed in {len(formed)} of {len(runs)} seed{'s' if len(runs) > 1 else ''}"
+    if formed:
+        where += (
+            f", between step {min(formed):,} and step {max(formed):,}"
+            if len(formed) > 1
+            else f", at {formed[0]:,}"
+        )
+    per_1000 = span([1000 * r["wall_s"] / r["steps"] for r in runs])
+    loads = span([r["load_before"] for r in runs], 1)
     return (
-        f"On {threads} thread{'s' if threads > 1 else ''} of an {machine(figures)} (float32), the "
-        f"induction head {where}; a run took {min(per_1000):.0f}-{max(per_1000):.0f} s of wall time per "
-        f"1,000 steps, the machine's load average {min(loads):.1f}-{max(loads):.1f} when it started"
+        f"on {threads} thread{'s' if threads > 1 else ''} the induction head {where}, at {per_1000} s of "
+        f"wall time per 1,000 steps (the machine's load average {loads} when a run started)"
     )
 
 
@@ -245,7 +254,8 @@ def with_seeds(doc: str, readme: str, figures_json: Path) -> tuple[str, str]:
     figures = json.loads(figures_json.read_text(encoding="utf-8"))
     doc = replace_block(doc, "seeds", f"Seeds run on: {machine(figures)}.\n\n{seed_rows(figures)}")
     threads = sorted({r["threads"] for r in figures["runs"]})
-    return doc, replace_block(readme, "timing", ". ".join(timing(figures, t) for t in threads) + ".")
+    clauses = "; ".join(timing(figures, t) for t in threads)
+    return doc, replace_block(readme, "timing", f"On an {machine(figures)}, float32: {clauses}.")
 
 
 def main(argv: list[str] | None = None) -> int:
