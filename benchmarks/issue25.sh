@@ -69,9 +69,15 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
     --json "$R/decode_limits_round3.json"
   OMP_NUM_THREADS=1 python benchmarks/compiled_decode.py --json "$R/compiled_decode_recipe.json"
 
-  echo "== 7. cpu.yaml (4,500 AdamW steps) against 2,900 Muon steps at 6e-3, about its wall time"
+  echo "== 7. cpu.yaml's former recipe (4,500 AdamW steps) against 2,900 Muon steps at 6e-3 (cpu.yaml since)"
   OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 4 \
+    --run "cpu train.dtype=float32 train.optimizer=adamw train.learning_rate=3e-3 train.min_lr=3e-4 train.max_iters=4500" \
     --run "cpu train.dtype=float32" \
-    --run "cpu train.dtype=float32 train.optimizer=muon train.learning_rate=6e-3 train.min_lr=6e-4 train.max_iters=2900" \
     --target 1.55 --plot "$R/quality_cpu.svg" --json "$R/quality_cpu.json"
+
+  echo "== 8. cpu_quick.yaml's shape, one thing changed at a time, 500 steps each, interleaved"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 2 \
+    --run "$QUICK" --run "$QUICK train.weight_decay=0" --run "$QUICK train.batch_size=24" \
+    --run "$QUICK model.block_size=128" --run "$QUICK model.n_embd=192 model.n_head=3" \
+    --run "$QUICK model.n_layer=6" --json "$R/ablation_quick.json"
 } 2>&1 | tee "$R/issue25.log"
