@@ -108,16 +108,15 @@ def sample(
     ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
     """
     from tinygpt.app.loaded import load
-    from tinygpt.app.sample import check_sampling_options, continuations
+    from tinygpt.app.sample import check_sampling_options
     from tinygpt.device import pick_device
 
-    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
+    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)  # before loading
     lm = load(checkpoint, pick_device(device))
-    ids = lm.to_tokens(prompt)
     with lm.ablate(ablate, ablate_mode) if ablate else nullcontext():
-        return continuations(
-            lm.model, lm.tokenizer, prompt, ids, max_new_tokens, temperature, top_k, top_p, num_samples,
-            seed, use_cache, stream=out or sys.stdout,  # looked up now: a redirected stdout counts
+        return lm.sample(
+            prompt, max_new_tokens, temperature, top_k, top_p, num_samples, seed,
+            stream=out or sys.stdout, use_cache=use_cache,  # stdout looked up now: a redirected one counts
         )  # fmt: skip
 
 

@@ -72,6 +72,7 @@ class TinyGPT:
         num_samples: int = 1,
         seed: int = 1337,
         stream: TextIO | None = None,
+        use_cache: bool = True,
     ) -> list[str]:
         """num_samples continuations of prompt (each starting with it), as `tinygpt sample` makes them
         with the same seed; stream: also write them there character by character."""
@@ -79,7 +80,7 @@ class TinyGPT:
         ids = self.to_tokens(prompt)
         return continuations(
             self.model, self.tokenizer, prompt, ids, max_new_tokens, temperature, top_k, top_p,
-            num_samples, seed, stream=stream,
+            num_samples, seed, use_cache, stream=stream,
         )  # fmt: skip
 
     def attention(self, prompt: str, layer: int | None = None, head: int | None = None) -> Attention:
