@@ -5,6 +5,7 @@ import json
 import shutil
 import struct
 import sys
+import time
 
 import pytest
 import torch
@@ -183,6 +184,15 @@ def wandb_history(run_dir) -> list[dict]:
     return rows
 
 
+def settled_wandb_history(run_dir, rows: int, timeout: float = 120) -> list[dict]:
+    """wandb_history once it holds `rows` rows, or as it stands after timeout seconds: on a busy machine
+    W&B's service process can still be writing the last run's file when finish() has returned."""
+    deadline = time.monotonic() + timeout
+    while len(history := wandb_history(run_dir)) < rows and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return history
+
+
 @pytest.mark.slow  # W&B starts a service process of its own
 def test_wandb_offline_run_holds_metrics_jsonl_and_resume_continues_the_same_run(
     corpus_file, tmp_path, monkeypatch, one_thread
@@ -201,7 +211,7 @@ def test_wandb_offline_run_holds_metrics_jsonl_and_resume_continues_the_same_run
     assert [p.name.rsplit("-", 1)[1] for p in run.glob("wandb/offline-run-*")] == [run_id, run_id]
 
     metrics = read_metrics(run / "metrics.jsonl")
-    rows = wandb_history(run)
+    rows = settled_wandb_history(run, len(metrics))
     assert [r["_step"] for r in rows] == [m["step"] for m in metrics] == [0, 20, 40]
     for row, m in zip(rows, metrics, strict=True):
         assert row["loss/train"] == pytest.approx(m["train_loss"], rel=1e-9)
