@@ -4,33 +4,53 @@
     python scripts/circuit_figures.py --run checkpoints/induction_seeds/t1_seed1 --cpu-run checkpoints/cpu
 
 From the induction run: docs/circuits_timeline.svg (the loss, the loss where the text repeats
-and the two heads' scores at every evaluation, with the step the induction head formed) and
+and the two heads' scores at every evaluation, with the step the induction head formed),
+docs/circuits.png (the explainer page's circuit view of its best.pt, taken in headless Chromium) and
 the block of docs/circuits.md between `<!-- figures: induction -->` and `<!-- /figures -->`
 (the timeline, `inspect --circuits` and `inspect --heads` of its best.pt). From
 docs/circuits_figures.json (scripts/induction_seeds.py): the guide's `seeds` block (every seed:
-the step it formed, its heads, its wall time) and README.md's `timing` block. From the
-cpu.yaml run, when present: the block `cpu`. A run that is missing is said, and its block is
-left as it was.
+the step it formed, its heads, its wall time) and README.md's `timing` block; from
+docs/circuits_seeds_adamw.json, the guide's `seeds_adamw` block (the config's former AdamW recipe). From
+cpu.yaml's run and any variants of it (`--cpu-run RUN [RUN ...]`), when the first is present: the
+guide's block `cpu` and README.md's `default`. A run that is missing is said, and its block is left as it was.
 """
 
 import argparse
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works from a plain checkout too
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # make_pictures, also when a test loads this file
+
+from make_pictures import screenshots  # noqa: E402 (scripts/, put on the path above)
 
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.circuits import checkpoint_circuits
 from tinygpt.explain.heads import checkpoint_heads, heads_table
+from tinygpt.explain.page import write_page
 from tinygpt.explain.roles import THRESHOLDS
 from tinygpt.explain.timeline import first_cleared, timeline_of
 from tinygpt.files import write_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "docs" / "circuits_figures.json"  # written by scripts/induction_seeds.py
+ADAMW = ROOT / "docs" / "circuits_seeds_adamw.json"  # the same, with the config's former AdamW recipe
+PROMPT = "mqdtlbksae mqdtlbksae"  # a string written twice, as in the corpus: the copy sits 11 back
+
+
+def circuit_picture(run: Path) -> bytes:
+    """The explainer page's circuit view of run's best.pt (heads as nodes, compositions as edges), as a PNG,
+    with the layer-1 head that scores best for induction picked in the grid."""
+    reports = checkpoint_heads(run / "best.pt").reports
+    best = max((h for h in reports if h.layer == 1), key=lambda h: h.scores["induction"])
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "explain.html"
+        write_page(run / "best.pt", PROMPT, page, best.layer, best.head)
+        return screenshots([(page, "#circuits-section", None)])[0]
 
 
 def best_of(snapshot: dict, layer: int, role: str) -> float:
@@ -183,6 +203,13 @@ def seed_rows(figures: dict) -> str:
     return "\n".join(rows)
 
 
+def seed_block(figures: dict) -> str:
+    """Where and with which recipe the seeds ran, then their table."""
+    changes = " ".join(f"--set {c}" for c in figures.get("changes", []))
+    recipe = f"`{figures['config']}` " + (f"with `{changes}`" if changes else "as shipped")
+    return f"Seeds run on: {machine(figures)}; {recipe}.\n\n{seed_rows(figures)}"
+
+
 def machine(figures: dict) -> str:
     """The CPU the seeds ran on, in words: its model, cores and the flags that decide float32 speed."""
     cpu = figures["cpu"]
@@ -208,36 +235,64 @@ def timing(figures: dict, threads: int) -> str:
         )
     per_1000 = span([1000 * r["wall_s"] / r["steps"] for r in runs])
     loads = span([r["load_before"] for r in runs], 1)
+    slowest = max((r["formed"] * r["wall_s"] / r["steps"] for r in runs if r["formed"]), default=0)
+    within = f", so each within about {slowest:.0f} s of starting" if len(formed) == len(runs) else ""
     return (
         f"on {threads} thread{'s' if threads > 1 else ''} the induction head {where}, at {per_1000} s of "
-        f"wall time per 1,000 steps (the machine's load average {loads} when a run started)"
+        f"wall time per 1,000 steps{within} (the machine's load average {loads} when a run started)"
     )
 
 
-def cpu_block(run: Path) -> str:
-    """What cpu.yaml's run grew: its heads, its best induction score and whether one formed."""
-    best = run / "best.pt"
-    record = read_checkpoint(best).record
-    snapshots = timeline_of(run)
-    top = max(h["scores"]["induction"] for s in snapshots for h in s["heads"])
-    formed = formed_at(snapshots)
-    verdict = (
-        f"a layer-1-or-later head cleared the induction threshold at step {formed}"
-        if formed is not None
-        else f"no head cleared the induction threshold ({THRESHOLDS['induction']}) at any evaluation; the "
-        f"best induction score any head reached was {top:.2f}"
-    )
+def cpu_block(runs: list[Path]) -> str:
+    """What cpu.yaml's runs grew: for each, its shape and whether an induction head formed; then the first
+    run's heads."""
+    rows = [
+        "| run | block × batch | steps | dtype | training time | best induction score, any head (step) | "
+        "induction head formed |",
+        "|---|---:|---:|---|---:|---:|---|",
+    ]
+    for run in runs:
+        saved = read_checkpoint(run / "best.pt")
+        record, model, train = saved.record, saved.config["model"], saved.config["train"]
+        snapshots = timeline_of(run)
+        top, step = max((h["scores"]["induction"], s["step"]) for s in snapshots for h in s["heads"])
+        formed = formed_at(snapshots)
+        rows.append(
+            f"| `{run}` | {model['block_size']} × {train['batch_size']} | {record['step']:,} | "
+            f"{record['dtype']} | {record['wall_time_s'] / 60:.1f} min | {top:.2f} ({step:,}) | "
+            f"{f'at step {formed:,}' if formed is not None else 'no'} |"
+        )
     return "\n".join(
         [
-            f"Run: `{run}`, {record['step']:,} steps, {record['dtype']} on {record['device']}, "
-            f"{record['wall_time_s'] / 60:.1f} minutes of training (wall time, on a machine that may have "
-            "been busy). Over its timeline, "
-            f"{verdict}. `inspect --heads` on its best.pt:",
+            f"Each run's timeline, every evaluation (the induction threshold is {THRESHOLDS['induction']}; "
+            "training times are wall time on a machine that may have been busy):",
+            "",
+            *rows,
+            "",
+            f"`inspect --heads` on `{runs[0]}/best.pt`:",
             "",
             "```text",
-            heads_table(checkpoint_heads(best)),
+            heads_table(checkpoint_heads(runs[0] / "best.pt")),
             "```",
         ]
+    )
+
+
+def cpu_clause(runs: list[Path]) -> str:
+    """One sentence for README.md: whether cpu.yaml's runs grew an induction head, with their best scores."""
+    found = []
+    for run in runs:
+        snapshots = timeline_of(run)
+        block = read_checkpoint(run / "best.pt").config["model"]["block_size"]
+        top = max(h["scores"]["induction"] for s in snapshots for h in s["heads"])
+        found.append((block, top, formed_at(snapshots)))
+    formed = [f"at block {block} one formed at step {step:,}" for block, _, step in found if step is not None]
+    best = ", ".join(f"{top:.2f} at block {block}" for block, top, _ in found)
+    verdict = "; ".join(formed) if formed else "no head became an induction head"
+    return (
+        f"In the README's first run (`configs/cpu.yaml`, block {found[0][0]}) and the same recipe with "
+        f"longer windows, {verdict}: the best induction score any head reached at any evaluation was "
+        f"{best} (the threshold is {THRESHOLDS['induction']})."
     )
 
 
@@ -249,10 +304,14 @@ def replace_block(text: str, name: str, body: str) -> str:
     return pattern.sub(lambda m: m[1] + body + m[2], text, count=1)
 
 
-def with_seeds(doc: str, readme: str, figures_json: Path) -> tuple[str, str]:
-    """The guide's seeds block and the README's timing block, from scripts/induction_seeds.py's figures."""
+def with_seeds(doc: str, readme: str, figures_json: Path, adamw_json: Path) -> tuple[str, str]:
+    """The guide's seeds blocks and the README's timing block, from scripts/induction_seeds.py's figures
+    (the shipped recipe's, and the former AdamW recipe's when that file is there)."""
     figures = json.loads(figures_json.read_text(encoding="utf-8"))
-    doc = replace_block(doc, "seeds", f"Seeds run on: {machine(figures)}.\n\n{seed_rows(figures)}")
+    doc = replace_block(doc, "seeds", seed_block(figures))
+    if adamw_json.is_file():
+        adamw = json.loads(adamw_json.read_text(encoding="utf-8"))
+        doc = replace_block(doc, "seeds_adamw", seed_block(adamw))
     threads = sorted({r["threads"] for r in figures["runs"]})
     clauses = "; ".join(timing(figures, t) for t in threads)
     return doc, replace_block(readme, "timing", f"On an {machine(figures)}, float32: {clauses}.")
@@ -263,29 +322,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--run", default="checkpoints/induction", help="an induction run (configs/induction.yaml)"
     )
-    parser.add_argument("--cpu-run", default="checkpoints/cpu", help="cpu.yaml's run (skipped if absent)")
+    parser.add_argument(
+        "--cpu-run",
+        nargs="+",
+        default=["checkpoints/cpu"],
+        help="cpu.yaml's run, then any variants of it (the block is skipped if the first is absent)",
+    )
     parser.add_argument("--doc", default=str(ROOT / "docs" / "circuits.md"))
     parser.add_argument("--readme", default=str(ROOT / "README.md"))
     parser.add_argument("--svg", default=str(ROOT / "docs" / "circuits_timeline.svg"))
+    parser.add_argument("--png", default=str(ROOT / "docs" / "circuits.png"), help="the circuit view")
     parser.add_argument("--figures", default=str(FIGURES), help="scripts/induction_seeds.py's figures")
+    parser.add_argument("--adamw", default=str(ADAMW), help="the same for the former AdamW recipe")
     args = parser.parse_args(argv)
     try:
         doc, readme = Path(args.doc), Path(args.readme)
-        text = doc.read_text(encoding="utf-8")
+        text, readme_text = doc.read_text(encoding="utf-8"), readme.read_text(encoding="utf-8")
         run = Path(args.run)
         write_atomic(args.svg, timeline_svg(timeline_of(run)))
+        write_atomic(args.png, circuit_picture(run))
         text = replace_block(text, "induction", induction_block(run))
-        if (Path(args.cpu_run) / "best.pt").is_file():
-            text = replace_block(text, "cpu", cpu_block(Path(args.cpu_run)))
+        if (Path(args.cpu_run[0]) / "best.pt").is_file():
+            cpu_runs = [Path(r) for r in args.cpu_run]
+            text = replace_block(text, "cpu", cpu_block(cpu_runs))
+            readme_text = replace_block(readme_text, "default", cpu_clause(cpu_runs))
         else:
-            print(f"note: no {args.cpu_run}/best.pt; its block is left as it was", file=sys.stderr)
-        text, readme_text = with_seeds(text, readme.read_text(encoding="utf-8"), Path(args.figures))
+            print(f"note: no {args.cpu_run[0]}/best.pt; its blocks are left as they were", file=sys.stderr)
+        text, readme_text = with_seeds(text, readme_text, Path(args.figures), Path(args.adamw))
         write_atomic(doc, text)
         write_atomic(readme, readme_text)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {args.svg}, the figures in {args.doc} and the timing in {args.readme}")
+    print(f"wrote {args.svg}, {args.png}, the figures in {args.doc} and the timing in {args.readme}")
     return 0
 
 

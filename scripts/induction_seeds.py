@@ -2,6 +2,7 @@
 
     python scripts/induction_seeds.py                          # seeds 1-5, 1 thread, then 2 threads
     python scripts/induction_seeds.py --seeds 1 2 --threads 1 --steps 5000 --out /tmp/seeds
+    python scripts/induction_seeds.py --threads 1 --set train.optimizer=adamw --json /tmp/adamw.json
 
 Each run is `python scripts/train.py --config configs/induction.yaml` in a fresh process with
 OMP_NUM_THREADS set (the number of threads changes the order of float sums, so the trajectory
@@ -9,7 +10,8 @@ too), into OUT/tN_seedS. From each run's timeline: the step at which a layer-1 h
 the induction threshold, and the layer-0 head's previous-token score and label at the end; with
 the wall time of the whole command and the load average just before it (the machine may be
 shared: the steps do not depend on the load, the seconds do). Writes docs/circuits_figures.json,
-which README.md and docs/circuits.md quote (tests/test_circuits.py checks that they do).
+which README.md and docs/circuits.md quote (tests/test_circuits.py checks that they do). With
+`--set`, every run gets those changes to the config too, and the figures name them.
 """
 
 import argparse
@@ -49,11 +51,12 @@ def cpu() -> dict:
     }
 
 
-def train_one(seed: int, threads: int, out: Path, steps: int | None) -> dict:
+def train_one(seed: int, threads: int, out: Path, steps: int | None, changes: list[str]) -> dict:
     """Train one seed on `threads` threads into out, timed; returns the command's wall time and load."""
     argv = [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", CONFIG, "--quiet"]
     argv += ["--set", f"train.seed={seed}", "--set", f"out_dir={out}"]
-    argv += ["--set", f"train.max_iters={steps}"] if steps else []
+    argv += [arg for change in changes for arg in ("--set", change)]
+    argv += ["--set", f"train.max_iters={steps}"] if steps else []  # after the changes: --steps wins
     load = os.getloadavg()[0]
     started = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": str(threads)}, check=True)
@@ -88,27 +91,33 @@ def main(argv: list[str] | None = None) -> int:
         help="cut each run to this many steps (the learning rate is constant, so the steps "
         "before are the full run's)",
     )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="change the config for every run"
+    )
     parser.add_argument("--out", default="checkpoints/induction_seeds", help="where the runs go")
     parser.add_argument("--json", default=str(ROOT / "docs" / "circuits_figures.json"))
     args = parser.parse_args(argv)
     for threads in args.threads:
         for seed in args.seeds:
             out = (Path(args.out) / f"t{threads}_seed{seed}").resolve()
-            timing = train_one(seed, threads, out, args.steps)
+            timing = train_one(seed, threads, out, args.steps, args.set)
             run = {"seed": seed, "threads": threads, **measured(out), **timing}
             print(json.dumps(run), flush=True)
-            record(Path(args.json), run)
+            record(Path(args.json), run, args.set)
     print(f"wrote {args.json}")
     return 0
 
 
-def record(path: Path, run: dict) -> None:
+def record(path: Path, run: dict, changes: list[str]) -> None:
     """Add run to the figures at path, in place of an earlier run of the same seed and threads, so that
-    several invocations (say one per thread count) can fill one file, each run as soon as it is done."""
-    old = json.loads(path.read_text(encoding="utf-8"))["runs"] if path.is_file() else []
-    runs = [r for r in old if (r["threads"], r["seed"]) != (run["threads"], run["seed"])] + [run]
+    several invocations (say one per thread count) can fill one file, each run as soon as it is done.
+    Runs made with other changes to the config are dropped: one file holds one recipe."""
+    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    kept = old.get("runs", []) if old.get("changes", []) == changes else []
+    runs = [r for r in kept if (r["threads"], r["seed"]) != (run["threads"], run["seed"])] + [run]
     figures = {
         "config": CONFIG,
+        "changes": changes,
         "cpu": cpu(),
         "torch": torch.__version__,
         "threshold": THRESHOLDS["induction"],

@@ -151,15 +151,18 @@ def test_inspect_circuits_prints_the_edges_and_the_knockouts_and_stands_alone(od
 
 
 def test_the_readme_and_the_guide_quote_the_seeds_figures_the_script_wrote():
-    """README.md's timing and docs/circuits.md's seeds table are what scripts/induction_seeds.py measured
-    (docs/circuits_figures.json), as scripts/circuit_figures.py writes them: no figure copied by hand."""
+    """README.md's timing and docs/circuits.md's seeds tables are what scripts/induction_seeds.py measured
+    (docs/circuits_figures.json for the shipped recipe, docs/circuits_seeds_adamw.json for the former AdamW
+    one), as scripts/circuit_figures.py writes them: no figure copied by hand."""
     spec = importlib.util.spec_from_file_location("circuit_figures", ROOT / "scripts" / "circuit_figures.py")
     figures_script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(figures_script)
     figures = json.loads((ROOT / "docs" / "circuits_figures.json").read_text(encoding="utf-8"))
     guide = (ROOT / "docs" / "circuits.md").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert figures_script.seed_rows(figures) in guide
-    assert figures_script.machine(figures) in guide
+    assert figures_script.seed_block(figures) in guide
+    adamw = json.loads((ROOT / "docs" / "circuits_seeds_adamw.json").read_text(encoding="utf-8"))
+    assert adamw["changes"][0] == "train.optimizer=adamw" and figures.get("changes", []) == []
+    assert figures_script.seed_block(adamw) in guide
     for threads in {r["threads"] for r in figures["runs"]}:
         assert figures_script.timing(figures, threads) in readme

@@ -244,3 +244,44 @@ def test_make_pictures_makes_the_pictures_and_the_figures_of_a_real_run(tmp_path
     assert all(printed.rstrip("\n") in text for _, printed in figures["printed"].values())
     missing = script("make_pictures.py", str(tmp_path / "none"), "--out", str(out))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_circuit_figures_fills_every_block_of_the_guide_and_the_readme_from_real_runs(tmp_path):
+    """scripts/circuit_figures.py, which writes docs/circuits.md's blocks, the README's, the timeline
+    picture and the circuit view: on a tiny 2-layer run of 20 steps (as the induction run and as two
+    runs of cpu.yaml), in its own process as make_pictures.py above."""
+    if CHROMIUM is None:
+        pytest.skip(f"no Chromium on this machine to take the picture with: {NEEDS}")
+    pytest.importorskip("playwright.sync_api", reason=f"no playwright: {NEEDS}")
+    root = Path(__file__).resolve().parents[1]
+    corpus = tmp_path / "corpus.txt"  # every character of the script's prompt: letters and a space
+    corpus.write_text(make_corpus(300) + "mqdtlbksae mqdtlbksae\n" * 20, encoding="utf-8")
+    run = tmp_path / "run"
+    train(from_dict(tiny_raw(corpus, run, max_iters=20, eval_interval=10)), progress=False)
+    blocks = {"doc": ("induction", "cpu", "seeds", "seeds_adamw"), "readme": ("timing", "default")}
+    paths = {}
+    for name, names in blocks.items():
+        paths[name] = tmp_path / f"{name}.md"
+        empty = [f"<!-- figures: {block} -->\nUNFILLED\n<!-- /figures -->\n" for block in names]
+        paths[name].write_text("".join(empty))
+    svg, png = tmp_path / "timeline.svg", tmp_path / "circuits.png"
+    argv = ["--run", str(run), "--cpu-run", str(run), str(run), "--doc", str(paths["doc"])]
+    argv += ["--readme", str(paths["readme"]), "--svg", str(svg), "--png", str(png)]
+    made = subprocess.run(
+        [sys.executable, str(root / "scripts" / "circuit_figures.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, made.stderr
+    doc, readme = paths["doc"].read_text(encoding="utf-8"), paths["readme"].read_text(encoding="utf-8")
+    assert "UNFILLED" not in doc + readme  # every block filled
+    assert f"Run: `{run}`, 20 steps, seed" in doc and "| 20 | " in doc  # the timeline, a row a snapshot
+    assert doc.count(f"| `{run}` | 16 × 8 | 20 | float32 |") == 2  # one row for each cpu run
+    assert "K-comp" in doc and "looks" in doc  # inspect --circuits, then the heads in words
+    figures = json.loads((root / "docs" / "circuits_figures.json").read_text(encoding="utf-8"))
+    assert f"Seeds run on: {figures['cpu']['model']}" in doc and "--set train.optimizer=adamw" in doc
+    assert "block 16" in readme and "the threshold is 0.4" in readme
+    assert svg.read_text(encoding="utf-8").count("<polyline") == 4  # two losses, two scores
+    width, _, pixels = png_pixels(png.read_bytes())
+    assert width <= 1280 and len(set(pixels)) > 16  # the circuit view drawn: nodes, edges, text

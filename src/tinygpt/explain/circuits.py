@@ -181,7 +181,10 @@ def checkpoint_circuits(checkpoint: str | Path) -> str:
     return circuits_table(saved.build_model(checkpoint).eval(), ends.any)
 
 
-STRONG = 2.0  # the page draws an edge whose score is at least this many times the random baseline
+# The page draws an edge whose score is at least this many times the random baseline. In
+# configs/induction.yaml's run (Muon, seed 1) the circuit's K-composition scores 1.7× it and the next
+# edge 1.3×; with the former AdamW recipe the circuit's scored 2.2×.
+STRONG = 1.5
 
 
 def page_circuits(saved: Checkpoint, model: GPT, path: Path) -> dict:

@@ -1,5 +1,5 @@
 // The circuit view (tinygpt.explain.circuits): every head as a node, a column per layer, and each
-// composition at least `strong` (twice what random matrices score) as an edge from the head that writes
+// composition at least `strong` (1.5× what random matrices score) as an edge from the head that writes
 // to the head that reads, coloured by kind (Q, K or V) and as thick as its score; and under each head's
 // heatmap, the head in words (tinygpt.explain.describe). Its own names stay inside the function below.
 //
@@ -83,7 +83,8 @@ import { DATA, el, svgEl } from "./base.js";
         ? "One layer: no head reads what another head wrote, so nothing composes."
         : `Each score is the size of the product of the two heads' matrices over the product of their sizes ` +
           `(inspect --circuits prints them). Two random matrices score about ${CIRCUITS.baseline.toFixed(3)}; ` +
-          `edges are drawn from ${CIRCUITS.strong.toFixed(3)} (twice that) up, ${strong.length} of ` +
+          `edges are drawn from ${CIRCUITS.strong.toFixed(3)} ` +
+          `(${(CIRCUITS.strong / CIRCUITS.baseline).toFixed(1)}× that) up, ${strong.length} of ` +
           `${CIRCUITS.edges.length}. Blue: Q, orange: K, green: V. An induction head reads a previous-token ` +
           "head by K-composition: its keys carry the character before each position.";
     section.append(
