@@ -80,4 +80,25 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
     --run "$QUICK" --run "$QUICK train.weight_decay=0" --run "$QUICK train.batch_size=24" \
     --run "$QUICK model.block_size=128" --run "$QUICK model.n_embd=192 model.n_head=3" \
     --run "$QUICK model.n_layer=6" --json "$R/ablation_quick.json"
+
+  echo "== 9. cpu_quick.yaml (batch 24) beside the reference: learning rate, steps and warm-up"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 10 \
+    --run "$QUICK" --run "$QUICK train.learning_rate=1.8e-2 train.min_lr=1.8e-3" \
+    --run "$QUICK train.learning_rate=2.4e-2 train.min_lr=2.4e-3" --run "$QUICK train.max_iters=400" \
+    --run "$QUICK train.warmup_iters=20" \
+    --run "$QUICK train.max_iters=400 train.learning_rate=1.8e-2 train.min_lr=1.8e-3" \
+    --target 1.902 --json "$R/quick_sweep.json"
+
+  echo "== 10. cpu.yaml at batch 24 in the same training time (1,800 steps against 2,900 of 12)"
+  CPU="cpu train.dtype=float32"
+  B24="train.batch_size=24 train.max_iters=1800"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 6 \
+    --run "$CPU" --run "$CPU $B24" \
+    --run "$CPU $B24 train.learning_rate=8e-3 train.min_lr=8e-4 train.warmup_iters=20" \
+    --target 1.55 --json "$R/cpu_batch.json"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 6 \
+    --run "$CPU $B24 train.warmup_iters=20 train.learning_rate=8e-3 train.min_lr=0" \
+    --run "$CPU $B24 train.warmup_iters=20 train.learning_rate=1e-2 train.min_lr=1e-3" \
+    --run "$CPU train.warmup_iters=20 train.batch_size=32 train.max_iters=1400 train.learning_rate=1e-2 train.min_lr=1e-3" \
+    --target 1.55 --json "$R/cpu_batch2.json"
 } 2>&1 | tee "$R/issue25.log"
