@@ -23,9 +23,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works from a plain checkout too
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # make_pictures, also when a test loads this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, also when a test loads it
 
-from make_pictures import screenshots  # noqa: E402 (scripts/, put on the path above)
+from induction_seeds import machine, seed_block, timing  # noqa: E402 (scripts/, on the path)
+from make_pictures import screenshots  # noqa: E402
 
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
@@ -183,63 +184,6 @@ def induction_block(run: Path) -> str:
             heads_table(checkpoint_heads(best)),
             "```",
         ]
-    )
-
-
-def seed_rows(figures: dict) -> str:
-    """The seeds' table: the step each run's induction head formed at, its layer-0 head, its wall time."""
-    rows = [
-        "| threads | seed | steps run | induction head formed at step | layer 0 at the end: previous (label) "
-        "| layer 1 at the end: induction | wall time | load average before |",
-        "|---:|---:|---:|---:|---|---:|---:|---:|",
-    ]
-    for r in figures["runs"]:
-        formed = f"{r['formed']:,}" if r["formed"] is not None else f"not in {r['steps']:,}"
-        rows.append(
-            f"| {r['threads']} | {r['seed']} | {r['steps']:,} | {formed} | "
-            f"{r['previous']:.2f} ({r['previous_label']}) | {r['induction']:.2f} | {r['wall_s']:.0f} s | "
-            f"{r['load_before']:.1f} |"
-        )
-    return "\n".join(rows)
-
-
-def seed_block(figures: dict) -> str:
-    """Where and with which recipe the seeds ran, then their table."""
-    changes = " ".join(f"--set {c}" for c in figures.get("changes", []))
-    recipe = f"`{figures['config']}` " + (f"with `{changes}`" if changes else "as shipped")
-    return f"Seeds run on: {machine(figures)}; {recipe}.\n\n{seed_rows(figures)}"
-
-
-def machine(figures: dict) -> str:
-    """The CPU the seeds ran on, in words: its model, cores and the flags that decide float32 speed."""
-    cpu = figures["cpu"]
-    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags'])}, torch {figures['torch']}"
-
-
-def span(values: list[float], digits: int = 0) -> str:
-    """'low-high' of values, or the one value when they are all equal (at `digits` decimals)."""
-    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
-    return low if low == high else f"{low}-{high}"
-
-
-def timing(figures: dict, threads: int) -> str:
-    """One clause for README.md: the steps at which the seeds formed, and the wall time, on `threads`."""
-    runs = [r for r in figures["runs"] if r["threads"] == threads]
-    formed = [r["formed"] for r in runs if r["formed"] is not None]
-    where = f"formed in {len(formed)} of {len(runs)} seed{'s' if len(runs) > 1 else ''}"
-    if formed:
-        where += (
-            f", between step {min(formed):,} and step {max(formed):,}"
-            if len(formed) > 1
-            else f", at {formed[0]:,}"
-        )
-    per_1000 = span([1000 * r["wall_s"] / r["steps"] for r in runs])
-    loads = span([r["load_before"] for r in runs], 1)
-    slowest = max((r["formed"] * r["wall_s"] / r["steps"] for r in runs if r["formed"]), default=0)
-    within = f", so each within about {slowest:.0f} s of starting" if len(formed) == len(runs) else ""
-    return (
-        f"on {threads} thread{'s' if threads > 1 else ''} the induction head {where}, at {per_1000} s of "
-        f"wall time per 1,000 steps{within} (the machine's load average {loads} when a run started)"
     )
 
 

@@ -10,7 +10,8 @@ too), into OUT/tN_seedS. From each run's timeline: the step at which a layer-1 h
 the induction threshold, and the layer-0 head's previous-token score and label at the end; with
 the wall time of the whole command and the load average just before it (the machine may be
 shared: the steps do not depend on the load, the seconds do). Writes docs/circuits_figures.json,
-which README.md and docs/circuits.md quote (tests/test_circuits.py checks that they do). With
+which README.md and docs/circuits.md quote as the functions at the end of this file put them in
+words (tests/test_circuits.py checks that they do). With
 `--set`, every run gets those changes to the config too, and the figures name them.
 """
 
@@ -124,6 +125,67 @@ def record(path: Path, run: dict, changes: list[str]) -> None:
         "runs": sorted(runs, key=lambda r: (r["threads"], r["seed"])),
     }
     write_atomic(path, json.dumps(figures, indent=1) + "\n")
+
+
+# ---------------------------------------------------------------- the figures in words
+# scripts/circuit_figures.py writes these into docs/circuits.md and README.md.
+
+
+def seed_rows(figures: dict) -> str:
+    """The seeds' table: the step each run's induction head formed at, its layer-0 head, its wall time."""
+    rows = [
+        "| threads | seed | steps run | induction head formed at step | layer 0 at the end: previous (label) "
+        "| layer 1 at the end: induction | wall time | load average before |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for r in figures["runs"]:
+        formed = f"{r['formed']:,}" if r["formed"] is not None else f"not in {r['steps']:,}"
+        rows.append(
+            f"| {r['threads']} | {r['seed']} | {r['steps']:,} | {formed} | "
+            f"{r['previous']:.2f} ({r['previous_label']}) | {r['induction']:.2f} | {r['wall_s']:.0f} s | "
+            f"{r['load_before']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+def seed_block(figures: dict) -> str:
+    """Where and with which recipe the seeds ran, then their table."""
+    changes = " ".join(f"--set {c}" for c in figures.get("changes", []))
+    recipe = f"`{figures['config']}` " + (f"with `{changes}`" if changes else "as shipped")
+    return f"Seeds run on: {machine(figures)}; {recipe}.\n\n{seed_rows(figures)}"
+
+
+def machine(figures: dict) -> str:
+    """The CPU the seeds ran on, in words: its model, cores and the flags that decide float32 speed."""
+    cpu = figures["cpu"]
+    return f"{cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags'])}, torch {figures['torch']}"
+
+
+def span(values: list[float], digits: int = 0) -> str:
+    """'low-high' of values, or the one value when they are all equal (at `digits` decimals)."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def timing(figures: dict, threads: int) -> str:
+    """One clause for README.md: the steps at which the seeds formed, and the wall time, on `threads`."""
+    runs = [r for r in figures["runs"] if r["threads"] == threads]
+    formed = [r["formed"] for r in runs if r["formed"] is not None]
+    where = f"formed in {len(formed)} of {len(runs)} seed{'s' if len(runs) > 1 else ''}"
+    if formed:
+        where += (
+            f", between step {min(formed):,} and step {max(formed):,}"
+            if len(formed) > 1
+            else f", at {formed[0]:,}"
+        )
+    per_1000 = span([1000 * r["wall_s"] / r["steps"] for r in runs])
+    loads = span([r["load_before"] for r in runs], 1)
+    slowest = max((r["formed"] * r["wall_s"] / r["steps"] for r in runs if r["formed"]), default=0)
+    within = f", so each within about {slowest:.0f} s of starting" if len(formed) == len(runs) else ""
+    return (
+        f"on {threads} thread{'s' if threads > 1 else ''} the induction head {where}, at {per_1000} s of "
+        f"wall time per 1,000 steps{within} (the machine's load average {loads} when a run started)"
+    )
 
 
 if __name__ == "__main__":
