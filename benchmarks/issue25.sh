@@ -88,6 +88,13 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
     --run "$QUICK train.warmup_iters=20" \
     --run "$QUICK train.max_iters=400 train.learning_rate=1.8e-2 train.min_lr=1.8e-3" \
     --target 1.902 --json "$R/quick_sweep.json"
+  W20="$QUICK train.warmup_iters=20"  # then twice on the idle machine
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 10 \
+    --run "$W20" --run "$W20 train.max_iters=450" --run "$W20 train.batch_size=32 train.max_iters=375" \
+    --run "$W20 train.warmup_iters=10" --run "$W20 train.learning_rate=9e-3 train.min_lr=9e-4" \
+    --target 1.902 --json "$R/quick_sweep2.json"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 10 \
+    --run "$QUICK" --run "$W20 train.max_iters=450" --run "$W20" --target 1.902 --json "$R/quick_final.json"
 
   echo "== 10. cpu.yaml at batch 24 in the same training time (1,800 steps against 2,900 of 12)"
   CPU="cpu train.dtype=float32"
