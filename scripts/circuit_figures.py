@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works from a plain checkout too
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, also when a test loads it
@@ -31,7 +32,7 @@ from make_pictures import screenshots  # noqa: E402
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.circuits import checkpoint_circuits
-from tinygpt.explain.heads import checkpoint_heads, heads_table
+from tinygpt.explain.heads import Heads, checkpoint_heads, heads_table
 from tinygpt.explain.page import write_page
 from tinygpt.explain.roles import THRESHOLDS
 from tinygpt.explain.timeline import first_cleared, timeline_of
@@ -43,11 +44,10 @@ ADAMW = ROOT / "docs" / "circuits_seeds_adamw.json"  # the same, with the config
 PROMPT = "mqdtlbksae mqdtlbksae"  # a string written twice, as in the corpus: the copy sits 11 back
 
 
-def circuit_picture(run: Path) -> bytes:
+def circuit_picture(run: Path, heads: Heads) -> bytes:
     """The explainer page's circuit view of run's best.pt (heads as nodes, compositions as edges), as a PNG,
-    with the layer-1 head that scores best for induction picked in the grid."""
-    reports = checkpoint_heads(run / "best.pt").reports
-    best = max((h for h in reports if h.layer == 1), key=lambda h: h.scores["induction"])
+    with the layer-1 head that scores best for induction (of heads, its reports) picked in the grid."""
+    best = max((h for h in heads.reports if h.layer == 1), key=lambda h: h.scores["induction"])
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "explain.html"
         write_page(run / "best.pt", PROMPT, page, best.layer, best.head)
@@ -135,8 +135,8 @@ def timeline_svg(snapshots: list[dict]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def induction_block(run: Path) -> str:
-    """The induction run in words and tables, from its timeline and best.pt."""
+def induction_block(run: Path, heads: Heads) -> str:
+    """The induction run in words and tables, from its timeline and best.pt (heads: its reports)."""
     snapshots = timeline_of(run)
     best = run / "best.pt"
     saved = read_checkpoint(best)
@@ -181,13 +181,37 @@ def induction_block(run: Path) -> str:
             "`inspect --heads` on the same checkpoint:",
             "",
             "```text",
-            heads_table(checkpoint_heads(best)),
+            heads_table(heads),
             "```",
         ]
     )
 
 
-def cpu_block(runs: list[Path]) -> str:
+class CpuRun(NamedTuple):
+    """What the `cpu` block and the README's `default` sentence say of one run of cpu.yaml (or a variant)."""
+
+    path: Path
+    block: int
+    batch: int
+    steps: int
+    dtype: str
+    minutes: float  # training wall time
+    top: float  # the best induction score any head reached at any evaluation
+    top_step: int  # where
+    formed: int | None  # the step a layer-1-or-later head cleared the induction threshold
+
+
+def cpu_run(run: Path) -> CpuRun:
+    """run's shape from its best.pt and its best induction score from its timeline."""
+    saved = read_checkpoint(run / "best.pt")
+    record, model, train = saved.record, saved.config["model"], saved.config["train"]
+    snapshots = timeline_of(run)
+    top, step = max((h["scores"]["induction"], s["step"]) for s in snapshots for h in s["heads"])
+    shape = (model["block_size"], train["batch_size"], record["step"], record["dtype"])
+    return CpuRun(run, *shape, record["wall_time_s"] / 60, top, step, formed_at(snapshots))
+
+
+def cpu_block(runs: list[CpuRun]) -> str:
     """What cpu.yaml's runs grew: for each, its shape and whether an induction head formed; then the first
     run's heads."""
     rows = [
@@ -195,16 +219,11 @@ def cpu_block(runs: list[Path]) -> str:
         "induction head formed |",
         "|---|---:|---:|---|---:|---:|---|",
     ]
-    for run in runs:
-        saved = read_checkpoint(run / "best.pt")
-        record, model, train = saved.record, saved.config["model"], saved.config["train"]
-        snapshots = timeline_of(run)
-        top, step = max((h["scores"]["induction"], s["step"]) for s in snapshots for h in s["heads"])
-        formed = formed_at(snapshots)
+    for r in runs:
+        formed = f"at step {r.formed:,}" if r.formed is not None else "no"
         rows.append(
-            f"| `{run}` | {model['block_size']} × {train['batch_size']} | {record['step']:,} | "
-            f"{record['dtype']} | {record['wall_time_s'] / 60:.1f} min | {top:.2f} ({step:,}) | "
-            f"{f'at step {formed:,}' if formed is not None else 'no'} |"
+            f"| `{r.path}` | {r.block} × {r.batch} | {r.steps:,} | {r.dtype} | {r.minutes:.1f} min | "
+            f"{r.top:.2f} ({r.top_step:,}) | {formed} |"
         )
     return "\n".join(
         [
@@ -213,28 +232,22 @@ def cpu_block(runs: list[Path]) -> str:
             "",
             *rows,
             "",
-            f"`inspect --heads` on `{runs[0]}/best.pt`:",
+            f"`inspect --heads` on `{runs[0].path}/best.pt`:",
             "",
             "```text",
-            heads_table(checkpoint_heads(runs[0] / "best.pt")),
+            heads_table(checkpoint_heads(runs[0].path / "best.pt")),
             "```",
         ]
     )
 
 
-def cpu_clause(runs: list[Path]) -> str:
+def cpu_clause(runs: list[CpuRun]) -> str:
     """One sentence for README.md: whether cpu.yaml's runs grew an induction head, with their best scores."""
-    found = []
-    for run in runs:
-        snapshots = timeline_of(run)
-        block = read_checkpoint(run / "best.pt").config["model"]["block_size"]
-        top = max(h["scores"]["induction"] for s in snapshots for h in s["heads"])
-        found.append((block, top, formed_at(snapshots)))
-    formed = [f"at block {block} one formed at step {step:,}" for block, _, step in found if step is not None]
-    best = ", ".join(f"{top:.2f} at block {block}" for block, top, _ in found)
+    formed = [f"at block {r.block} one formed at step {r.formed:,}" for r in runs if r.formed is not None]
+    best = ", ".join(f"{r.top:.2f} at block {r.block}" for r in runs)
     verdict = "; ".join(formed) if formed else "no head became an induction head"
     return (
-        f"In the README's first run (`configs/cpu.yaml`, block {found[0][0]}) and the same recipe with "
+        f"In the README's first run (`configs/cpu.yaml`, block {runs[0].block}) and the same recipe with "
         f"longer windows, {verdict}: the best induction score any head reached at any evaluation was "
         f"{best} (the threshold is {THRESHOLDS['induction']})."
     )
@@ -284,10 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         text, readme_text = doc.read_text(encoding="utf-8"), readme.read_text(encoding="utf-8")
         run = Path(args.run)
         write_atomic(args.svg, timeline_svg(timeline_of(run)))
-        write_atomic(args.png, circuit_picture(run))
-        text = replace_block(text, "induction", induction_block(run))
+        heads = checkpoint_heads(run / "best.pt")
+        write_atomic(args.png, circuit_picture(run, heads))
+        text = replace_block(text, "induction", induction_block(run, heads))
         if (Path(args.cpu_run[0]) / "best.pt").is_file():
-            cpu_runs = [Path(r) for r in args.cpu_run]
+            cpu_runs = [cpu_run(Path(r)) for r in args.cpu_run]
             text = replace_block(text, "cpu", cpu_block(cpu_runs))
             readme_text = replace_block(readme_text, "default", cpu_clause(cpu_runs))
         else:
