@@ -108,10 +108,10 @@ def sample(
     ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
     """
     from tinygpt.app.loaded import load
-    from tinygpt.app.sample import check_sampling_options
+    from tinygpt.app.sample import Sampling
     from tinygpt.device import pick_device
 
-    check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)  # before loading
+    Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)  # checked before loading
     lm = load(checkpoint, pick_device(device))
     with lm.ablate(ablate, ablate_mode) if ablate else nullcontext():
         return lm.sample(

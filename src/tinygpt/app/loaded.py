@@ -22,7 +22,7 @@ from typing import TextIO
 import torch
 
 from tinygpt.ablate import MODES, Head, ablated, parse_heads, validation_means
-from tinygpt.app.sample import check_sampling_options, continuations
+from tinygpt.app.sample import Sampling, continuations
 from tinygpt.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
 from tinygpt.data import validation_windows
 from tinygpt.errors import UserError
@@ -76,12 +76,9 @@ class TinyGPT:
     ) -> list[str]:
         """num_samples continuations of prompt (each starting with it), as `tinygpt sample` makes them
         with the same seed; stream: also write them there character by character."""
-        check_sampling_options(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
+        sampling = Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
         ids = self.to_tokens(prompt)
-        return continuations(
-            self.model, self.tokenizer, prompt, ids, max_new_tokens, temperature, top_k, top_p,
-            num_samples, seed, use_cache, stream=stream,
-        )  # fmt: skip
+        return continuations(self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream)
 
     def attention(self, prompt: str, layer: int | None = None, head: int | None = None) -> Attention:
         """Every head's attention weights on prompt (text: the chosen layer's and head's heatmaps, all by

@@ -3,6 +3,7 @@
 
 import io
 import math
+from dataclasses import dataclass
 from typing import TextIO
 
 import torch
@@ -16,28 +17,33 @@ from tinygpt.tokenizer import CharTokenizer
 SEED = TrainSection.__dataclass_fields__["seed"].metadata  # one range of seeds, sampling's as training's
 
 
-def check_sampling_options(
-    max_new_tokens: int,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    num_samples: int,
-    seed: int,
-) -> None:
-    if max_new_tokens < 0:
-        raise UserError(f"--max-new-tokens {max_new_tokens} is negative; use 0 or more")
-    _check_temperature(temperature)
-    if top_k is not None and top_k < 1:
-        raise UserError(f"--top-k {top_k} is below 1; use 1 or more, or leave it out")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise UserError(f"--top-p {top_p} is outside (0, 1]; use e.g. 0.9, or leave it out")
-    if num_samples < 1:
-        raise UserError(f"--num-samples {num_samples} is below 1; use 1 or more")
-    if not SEED["low"] <= seed <= SEED["high"]:
-        raise UserError(
-            f"--seed {seed} is not allowed; --seed must be an integer ≥ {SEED['low']} and "
-            f"≤ {SEED['high']}, as train.seed"
-        )
+@dataclass(frozen=True)
+class Sampling:
+    """How continuations are drawn, checked when made: a bad value raises one UserError that names its
+    option and what to use instead."""
+
+    max_new_tokens: int
+    temperature: float
+    top_k: int | None
+    top_p: float | None
+    num_samples: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 0:
+            raise UserError(f"--max-new-tokens {self.max_new_tokens} is negative; use 0 or more")
+        _check_temperature(self.temperature)
+        if self.top_k is not None and self.top_k < 1:
+            raise UserError(f"--top-k {self.top_k} is below 1; use 1 or more, or leave it out")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise UserError(f"--top-p {self.top_p} is outside (0, 1]; use e.g. 0.9, or leave it out")
+        if self.num_samples < 1:
+            raise UserError(f"--num-samples {self.num_samples} is below 1; use 1 or more")
+        if not SEED["low"] <= self.seed <= SEED["high"]:
+            raise UserError(
+                f"--seed {self.seed} is not allowed; --seed must be an integer ≥ {SEED['low']} and "
+                f"≤ {SEED['high']}, as train.seed"
+            )
 
 
 def _check_temperature(temperature: float) -> None:
@@ -57,29 +63,26 @@ def continuations(
     tokenizer: CharTokenizer,
     prompt: str,
     ids: list[int],
-    max_new_tokens: int,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
-    num_samples: int,
-    seed: int,
+    sampling: Sampling,
     use_cache: bool = True,
     stream: TextIO | None = None,
 ) -> list[str]:
-    """num_samples continuations of prompt (its ids: `ids`), each beginning with the prompt, drawn with
-    one generator seeded with seed; stream: also written there as they are made, a line between two."""
+    """sampling.num_samples continuations of prompt (its ids: `ids`), each beginning with the prompt, drawn
+    with one generator seeded with sampling.seed; stream: also written there as they are made, a line
+    between two."""
     dev = model.wte.weight.device
-    generator = torch.Generator(device=dev).manual_seed(seed)
+    generator = torch.Generator(device=dev).manual_seed(sampling.seed)
     out = stream or io.StringIO()
     texts = []
-    for i in range(num_samples):
+    for i in range(sampling.num_samples):
         if i:
             out.write("\n" + "-" * 40 + "\n")
         out.write(prompt)
         out.flush()
         idx = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, T)
         made = []
-        made_ids = stream_ids(model, idx, max_new_tokens, temperature, top_k, top_p, generator, use_cache)
+        options = (sampling.max_new_tokens, sampling.temperature, sampling.top_k, sampling.top_p)
+        made_ids = stream_ids(model, idx, *options, generator, use_cache)
         for next_id in made_ids:
             made.append(tokenizer.chars[next_id.item()])
             out.write(made[-1])
