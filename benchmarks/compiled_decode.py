@@ -5,8 +5,8 @@
 Runs the measurement twice, each in a fresh process with the same TORCHINDUCTOR_CACHE_DIR
 (emptied first): the first compiles cold, the second finds inductor's compiled code on
 disk (what a second `tinygpt sample` would pay). Each process builds the same seeded
-untrained model (vocabulary 65, no biases), times cached generation with tinygpt.decode.step
-as it is (eager), then with torch.compile(decode.step, dynamic=True), the compile and the
+untrained model (vocabulary 65, no biases), times cached generation with tinygpt.decode's
+Decoder.step as it is (eager), then compiled (torch.compile(…, dynamic=True)), the compile and the
 first block_size + 5 characters timed together, then both again in turns (greedy, so the
 outputs must match). It prints the break-even: how many characters the compile costs.
 """
@@ -37,7 +37,7 @@ def measure(layers: int, width: int, heads: int, block: int, tokens: int) -> dic
         vocab_size=65, block_size=block, n_layer=layers, n_head=heads, n_embd=width, bias=False
     )
     model, prompt = GPT(config).eval(), torch.zeros((1, 1), dtype=torch.long)
-    eager_step = decode.step
+    eager_step = decode.Decoder.step
 
     def rate() -> tuple[float, torch.Tensor]:
         start = time.perf_counter()
@@ -47,14 +47,14 @@ def measure(layers: int, width: int, heads: int, block: int, tokens: int) -> dic
     generate(model, prompt, 20)
     start = time.perf_counter()
     compiled_step = torch.compile(eager_step.__wrapped__, dynamic=True)  # inside stream's inference_mode
-    decode.step = compiled_step
+    decode.Decoder.step = compiled_step
     generate(model, prompt, block + 5, temperature=0)  # past a refill: every cache length it will see
     compile_seconds = time.perf_counter() - start
     rates: dict[str, list[float]] = {"eager": [], "compiled": []}
     outputs = {}
     for _ in range(3):
         for name, step in (("eager", eager_step), ("compiled", compiled_step)):
-            decode.step = step
+            decode.Decoder.step = step
             tokens_per_s, outputs[name] = rate()
             rates[name].append(tokens_per_s)
     eager, compiled = statistics.median(rates["eager"]), statistics.median(rates["compiled"])

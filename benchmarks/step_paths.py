@@ -8,7 +8,7 @@ taken in turn, many times, see the same. The paths, on the same seeded untrained
 
   modules+multinomial  each step through the model's modules, torch.multinomial (before round 3)
   modules+clocks       each step through the modules, the exponential-clock sampler (generate.draw)
-  decode.step+clocks   tinygpt.decode.step and the clock sampler: what `stream` does now
+  decoder+clocks       tinygpt.decode's Decoder and the clock sampler: what `stream` does now
 
 Prints each path's characters per second over all its bursts and the ratio to the first.
 """
@@ -32,10 +32,10 @@ def multinomial(probs: torch.Tensor, generator: torch.Generator | None = None) -
     return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
 
 
-PATHS = {  # name: (decode.step usable, the sampler's draw)
+PATHS = {  # name: (the Decoder usable, the sampler's draw)
     "modules+multinomial": (False, multinomial),
     "modules+clocks": (False, generate.draw),
-    "decode.step+clocks": (True, generate.draw),
+    "decoder+clocks": (True, generate.draw),
 }
 
 

@@ -56,16 +56,30 @@ def test_cached_forward_equals_full_forward():
 
 
 def test_one_position_step_computes_the_models_forward():
-    """decode.step, generation's one-position step, gives the logits and cache the model's forward gives."""
+    """A Decoder's step (generation's one-position step) gives the logits and cache the forward gives."""
     for bias in (True, False):
         model = small_model(seed=4, bias=bias)
         idx = torch.randint(11, (2, 9))
         full, _ = model(idx)  # (2, 9, vocab)
         cache = KVCache(model.config, 2)
         model(idx[:, :6], cache=cache)
-        steps = [decode.step(model, idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
+        decoder = decode.Decoder(model)
+        steps = [decoder.step(idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
         assert cache.length == 9
         assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-5)
+
+
+def test_each_generation_reads_the_weights_as_they_are_when_it_starts():
+    """The Decoder's (in, out) copies are made per generation: weights changed between two calls count."""
+    model = small_model(seed=5)
+    prompt = torch.zeros(1, 2, dtype=torch.long)
+    before = generate(model, prompt, 6, temperature=0)
+    with torch.no_grad():
+        for block in model.h:
+            block.mlp.c_fc.weight.mul_(-3.0)
+    after = generate(model, prompt, 6, temperature=0)
+    assert torch.equal(after, generate(model, prompt, 6, temperature=0, use_cache=False))
+    assert not torch.equal(before, after)
 
 
 def test_the_one_position_step_is_left_out_where_something_watches_the_modules():
@@ -143,13 +157,13 @@ def test_generation_flips_no_process_wide_switch(monkeypatch):
     """A library caller with threads sees torch's settings as it left them, during every step too."""
     model = small_model()
     seen = []
-    one_step = decode.step
+    one_step = decode.Decoder.step
 
-    def spy(model, ids, cache):
+    def spy(decoder, ids, cache):
         seen.append((cache.length, torch.backends.mkldnn.enabled))
-        return one_step(model, ids, cache)
+        return one_step(decoder, ids, cache)
 
-    monkeypatch.setattr(decode, "step", spy)
+    monkeypatch.setattr(decode.Decoder, "step", spy)
     for _ in stream(model, torch.zeros(1, 2, dtype=torch.long), 4):
         assert torch.backends.mkldnn.enabled
     assert seen == [(2, True), (3, True), (4, True)]  # one-token steps after the 2-character prompt

@@ -2,25 +2,29 @@
 
 tinygpt.model's forward pass is the definition: any number of positions, (B, T, C) shapes,
 through the modules, where the explain tools and ablation hook in. For one new position a
-row (a cached generation step at batch 1) the arithmetic is small and the cost is the calls:
-about 500 kernels, views and module calls at nanoGPT's CPU-recipe size, microseconds each
-(BENCHMARKS.md). `step` does the same arithmetic on the same parameters and the same cache
-with rows (B, C) instead of (B, 1, C), no module calls, each residual added inside its matmul
-(addmm), and q, k, v cut from the projection without a permute. tests/test_generate.py holds
-it to the model's forward. tinygpt.generate takes it only where `usable` says nothing would
-be missed: nothing hooked, no explicit attention, eval mode, float32, no autocast.
+row (a cached generation step at batch 1) the arithmetic is small and the cost is elsewhere
+(BENCHMARKS.md): at nanoGPT's CPU-recipe size the calls, microseconds each; at 6 × 384
+reading the 43 MB of weights, once a character. A `Decoder` is made once a generation and
+does the same arithmetic on the same values: rows (B, C) instead of (B, 1, C), no module
+calls or attribute look-ups inside the step, each residual added inside its matmul (addmm),
+q, k, v cut from the projection without a permute, and every block matrix copied once into
+the (in, out) layout, which a row times a matrix reads fastest on CPU (1.5× faster than
+nn.Linear's (out, in) at 6 × 384). tests/test_generate.py holds it to the model's forward.
+tinygpt.generate takes it only where `usable` says nothing would be missed: nothing hooked,
+no explicit attention, eval mode, float32, no autocast.
 """
 
+from typing import NamedTuple
+
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from tinygpt.kv_cache import KVCache
-from tinygpt.model import GPT, Block, LayerNorm, gelu
+from tinygpt.model import GPT, Block, LayerNorm, erfc_gelu
 
 
 def usable(model: GPT, device: torch.device) -> bool:
-    """Whether `step` computes what model(idx, cache=…) computes: the model as it is, unwatched."""
+    """Whether a Decoder computes what model(idx, cache=…) computes: the model as it is, unwatched."""
     if model.training or torch.is_autocast_enabled(device.type):
         return False
     if any(block.attn.explicit for block in model.h):
@@ -30,38 +34,74 @@ def usable(model: GPT, device: torch.device) -> bool:
     return all(p.dtype == torch.float32 for p in model.parameters())
 
 
-@torch.inference_mode()
-def step(model: GPT, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """Logits (B, vocab) for the next position after ids (B,), the last characters; ids take position
-    cache.length, and their keys and values go into the cache."""
-    x = model.wte.weight[ids] + model.wpe.weight[cache.length]  # (B, C)
-    for block in model.h:
-        x = _attention(block, x, cache)
-        x = _add_linear(x, gelu(_linear(_norm(block.ln_2, x), block.mlp.c_fc).unsqueeze(1)), block.mlp.c_proj)
-    cache.advance(1)
-    return F.linear(_norm(model.ln_f, x), model.lm_head.weight)  # (B, vocab)
+class Matrix(NamedTuple):
+    """A linear layer for rows: its weight as (in, out), contiguous, and its bias (out,) or None."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+    @classmethod
+    def of(cls, linear: torch.nn.Linear) -> "Matrix":
+        return cls(linear.weight.detach().t().contiguous(), linear.bias)
 
 
-def _attention(block: Block, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """x (B, C) plus what the block's attention adds for this position."""
-    attn = block.attn
-    B, C = x.shape
-    qkv = _linear(_norm(block.ln_1, x), attn.c_attn)  # (B, 3·C)
-    q, k, v = qkv.view(B, 3, attn.c_attn.n_head, 1, -1).unbind(1)  # 3 × (B, nh, 1, hs)
-    k, v = cache.store(attn.layer_index, k, v)  # (B, nh, length + 1, hs)
-    y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs): one query sees every key
-    return _add_linear(x, y.reshape(B, C), attn.c_proj)
+class Layer(NamedTuple):
+    """What one block's step reads, in the order it reads it."""
+
+    index: int
+    n_head: int
+    ln_1: LayerNorm
+    qkv: Matrix  # (C, 3·C)
+    proj: Matrix  # (C, C)
+    ln_2: LayerNorm
+    fc: Matrix  # (C, 4·C)
+    fc_proj: Matrix  # (4·C, C)
+
+    @classmethod
+    def of(cls, block: Block) -> "Layer":
+        attn, mlp = block.attn, block.mlp
+        matrices = (Matrix.of(m) for m in (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj))
+        qkv, proj, fc, fc_proj = matrices
+        return cls(attn.layer_index, attn.c_attn.n_head, block.ln_1, qkv, proj, block.ln_2, fc, fc_proj)
+
+
+class Decoder:
+    """A model's weights laid out for one new position a step (a copy of the block matrices, made
+    once), and that step. Make it after the weights last change: it does not follow them."""
+
+    def __init__(self, model: GPT):
+        self.wte, self.wpe = model.wte.weight, model.wpe.weight  # (vocab, C), (block_size, C)
+        self.layers = [Layer.of(block) for block in model.h]
+        self.ln_f, self.head = model.ln_f, model.lm_head.weight  # head: (vocab, C)
+        self.gelu = erfc_gelu if self.wte.device.type == "cpu" else F.gelu  # as tinygpt.model.gelu picks
+
+    @torch.inference_mode()
+    def step(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """Logits (B, vocab) for the next position after ids (B,), the last characters; ids take
+        position cache.length, and their keys and values go into the cache."""
+        x = self.wte[ids] + self.wpe[cache.length]  # (B, C)
+        B, C = x.shape
+        gelu = self.gelu
+        for index, n_head, ln_1, qkv, proj, ln_2, fc, fc_proj in self.layers:
+            q, k, v = _matmul(_norm(ln_1, x), qkv).view(B, 3, n_head, 1, -1).unbind(1)  # 3 × (B, nh, 1, hs)
+            k, v = cache.store(index, k, v)  # (B, nh, length + 1, hs)
+            y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs): one query sees every key
+            x = _add_matmul(x, y.view(B, C), proj)
+            x = _add_matmul(x, gelu(_matmul(_norm(ln_2, x), fc)), fc_proj)
+        cache.advance(1)
+        return F.linear(_norm(self.ln_f, x), self.head)  # (B, vocab)
 
 
 def _norm(norm: LayerNorm, x: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, eps=1e-5)
 
 
-def _linear(x: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
-    return F.linear(x, linear.weight, linear.bias)
+def _matmul(x: torch.Tensor, m: Matrix) -> torch.Tensor:
+    """x (B, in) times the matrix, plus its bias: (B, out)."""
+    return torch.mm(x, m.weight) if m.bias is None else torch.addmm(m.bias, x, m.weight)
 
 
-def _add_linear(x: torch.Tensor, h: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
-    """x (B, C) + linear(h) for h (B, in) or (B, 1, in): the residual added inside the matmul."""
-    out = torch.addmm(x, h.view(x.size(0), -1), linear.weight.t())  # (B, C)
-    return out if linear.bias is None else out.add_(linear.bias)
+def _add_matmul(x: torch.Tensor, h: torch.Tensor, m: Matrix) -> torch.Tensor:
+    """x (B, out) + h (B, in) times the matrix: the residual added inside the matmul."""
+    out = torch.addmm(x, h, m.weight)
+    return out if m.bias is None else out.add_(m.bias)

@@ -91,21 +91,21 @@ def stream(
     """Yield the next character ids (B, 1) after idx (B, T), one step at a time, as they are sampled.
 
     With use_cache (the default) each step runs one position through the model
-    (tinygpt.decode.step, unless something watches the modules); a full cache is refilled
+    (a tinygpt.decode.Decoder, unless something watches the modules); a full cache is refilled
     from the last block_size // 2 characters (see the module docstring). With
     use_cache=False each step re-reads the last block_size characters.
     """
     block_size = model.config.block_size
     context = idx[:, -block_size:]
     cache = KVCache(model.config, idx.size(0)) if use_cache else None
-    one_step = use_cache and decode.usable(model, idx.device)  # the fewest calls for one position
+    decoder = decode.Decoder(model) if use_cache and decode.usable(model, idx.device) else None
     for _ in range(max_new_tokens):
         if cache is None:
             logits = model(context[:, -block_size:], last_only=True)[0][:, -1, :]  # (B, vocab)
         elif cache.length == 0:  # a fresh or refilled cache: the whole context in one pass
             logits = model(context, cache=cache, last_only=True)[0][:, -1, :]
-        elif one_step:  # the one new position, as the model computes it (tinygpt.decode)
-            logits = decode.step(model, context[:, -1], cache)
+        elif decoder is not None:  # the one new position, as the model computes it (tinygpt.decode)
+            logits = decoder.step(context[:, -1], cache)
         else:  # the one new position through the modules: something hooks or autocasts them
             logits = model(context[:, -1:], cache=cache, last_only=True)[0][:, -1, :]
         next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)

@@ -186,8 +186,13 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     x·Φ(x) = x·erfc(−x/√2)/2, in four kernels (torch.special.ndtr takes nine).
     """
     if x.size(-2) == 1 and x.device.type == "cpu":  # (B, 1, 4·C): one position a sequence
-        return torch.special.erfc(x * -math.sqrt(0.5)).mul_(x).mul_(0.5)
+        return erfc_gelu(x)
     return F.gelu(x)
+
+
+def erfc_gelu(x: torch.Tensor) -> torch.Tensor:
+    """x·Φ(x) = x·erfc(−x/√2)/2, in torch's own kernels (see gelu)."""
+    return torch.special.erfc(x * -math.sqrt(0.5)).mul_(x).mul_(0.5)
 
 
 class Block(nn.Module):
