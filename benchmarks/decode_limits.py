@@ -7,9 +7,11 @@ Each new character (batch 1, KV cache) multiplies every weight matrix by one vec
 This measures, in one process: the float32 matmul peak (the best of square matmuls), the
 memory bandwidth (the best of summing a float32 buffer far larger than the caches), the
 model's matrices each multiplied by one vector and nothing else (torch's matrix-vector
-product, the floor of a step that calls it; also with each matrix stored transposed, the
-layout that product streams best), and the model's cached generation; and prints the time
-per token each allows beside the time generation takes.
+product, the floor of a step that calls it: as nn.Linear stores them, (out, in), and stored
+transposed, (in, out), the layout tinygpt.decode's Decoder keeps), one cached step alone (the
+median of the steps from a half-full cache to a full one: no refills), and the model's cached
+generation (refills of the cache at block_size included); and prints the time per token each
+allows beside the time generation takes.
 """
 
 import argparse
@@ -25,7 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt.config import load_config
+from tinygpt.decode import Decoder
 from tinygpt.generate import generate
+from tinygpt.kv_cache import KVCache
 from tinygpt.model import GPT, GPTConfig
 
 
@@ -69,6 +73,19 @@ def matmuls_alone(model: GPT, repeats: int) -> tuple[float, float]:
     return as_stored, transposed
 
 
+def step_alone(model: GPT) -> float:
+    """Median seconds of one Decoder.step, from block_size // 2 cached positions to block_size."""
+    half = model.config.block_size // 2
+    cache, ids = KVCache(model.config, 1), torch.zeros(1, dtype=torch.long)
+    model(torch.zeros((1, half), dtype=torch.long), cache=cache)
+    decoder, times = Decoder(model), []
+    for _ in range(model.config.block_size - half):
+        start = time.perf_counter()
+        decoder.step(ids, cache)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
@@ -91,6 +108,7 @@ def main() -> None:
     peak, stream = matmul_peak(), bandwidth()
     with torch.inference_mode():
         as_stored, transposed = matmuls_alone(model, args.repeats)
+        one_step = statistics.median(step_alone(model) for _ in range(args.repeats))
     measured = 1 / statistics.median(runs)
     result = {
         "parameters": weights,
@@ -101,6 +119,7 @@ def main() -> None:
         "tokens_per_s": statistics.median(runs),
         "seconds_per_token": {
             "measured": measured,
+            "one_step_without_refills": one_step,
             "arithmetic_at_peak": flops_per_token / peak,
             "weights_at_bandwidth": weights * 4 / stream,
             "matmuls_alone": as_stored,
@@ -115,6 +134,7 @@ def main() -> None:
         f"cached generation: {result['tokens_per_s']:.0f} tokens/s = {measured * 1e3:.2f} ms a token; "
         f"the arithmetic at peak takes {s['arithmetic_at_peak'] * 1e3:.2f} ms, "
         f"reading the weights once {s['weights_at_bandwidth'] * 1e3:.2f} ms\n"
+        f"one cached step alone (no refills): {one_step * 1e3:.2f} ms\n"
         f"the matrices times one vector, nothing else: {as_stored * 1e3:.2f} ms "
         f"({transposed * 1e3:.2f} ms with each stored transposed)"
     )
