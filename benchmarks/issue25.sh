@@ -108,4 +108,20 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
     --run "$CPU $B24 train.warmup_iters=20 train.learning_rate=1e-2 train.min_lr=1e-3" \
     --run "$CPU train.warmup_iters=20 train.batch_size=32 train.max_iters=1400 train.learning_rate=1e-2 train.min_lr=1e-3" \
     --target 1.55 --json "$R/cpu_batch2.json"
+  echo "== 12. round 5: the Decoder ((in, out) copies, no look-ups) against the code before it, and the reference"
+  git worktree add --detach /tmp/gen_before 374c29f 2>/dev/null || true  # main before the Decoder
+  OMP_NUM_THREADS=1 python benchmarks/generation_trees.py --tree before=/tmp/gen_before/src --tree this=src \
+    --layers 4 --width 128 --heads 4 --block 64 --tokens 2000 --rounds 5 --json "$R/decoder_trees_recipe.json"
+  OMP_NUM_THREADS=1 python benchmarks/generation_trees.py --tree before=/tmp/gen_before/src --tree this=src \
+    --tokens 1000 --rounds 3 --json "$R/decoder_trees_6x384.json"
+  for run in a b c; do
+    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+      --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 7 \
+      --cache-only --json "$R/decoder_recipe_$run.json"
+    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+      --config configs/shakespeare_char.yaml --set "data.corpus=$TS" --tokens 1000 --repeats 1 --cache-only \
+      --json "$R/decoder_6x384_$run.json"
+  done
+  OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 1000 \
+    --json "$R/decoder_limits.json"
 } 2>&1 | tee "$R/issue25.log"

@@ -8,8 +8,9 @@ reading the 43 MB of weights, once a character. A `Decoder` is made once a gener
 does the same arithmetic on the same values: rows (B, C) instead of (B, 1, C), no module
 calls or attribute look-ups inside the step, each residual added inside its matmul (addmm),
 q, k, v cut from the projection without a permute, and every block matrix copied once into
-the (in, out) layout, which a row times a matrix reads fastest on CPU (1.5× faster than
-nn.Linear's (out, in) at 6 × 384). tests/test_generate.py holds it to the model's forward.
+the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 products of a
+6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
+tests/test_generate.py holds it to the model's forward.
 tinygpt.generate takes it only where `usable` says nothing would be missed: nothing hooked,
 no explicit attention, eval mode, float32, no autocast.
 """
