@@ -35,6 +35,17 @@ def usable(model: GPT, device: torch.device) -> bool:
     return all(p.dtype == torch.float32 for p in model.parameters())
 
 
+class Norm(NamedTuple):
+    """A layer norm's gain and bias (C,), read without a module look-up."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+    @classmethod
+    def of(cls, norm: LayerNorm) -> "Norm":
+        return cls(norm.weight, norm.bias)
+
+
 class Matrix(NamedTuple):
     """A linear layer for rows: its weight as (in, out), contiguous, and its bias (out,) or None."""
 
@@ -51,10 +62,10 @@ class Layer(NamedTuple):
 
     index: int
     n_head: int
-    ln_1: LayerNorm
+    ln_1: Norm
     qkv: Matrix  # (C, 3·C)
     proj: Matrix  # (C, C)
-    ln_2: LayerNorm
+    ln_2: Norm
     fc: Matrix  # (C, 4·C)
     fc_proj: Matrix  # (4·C, C)
 
@@ -63,7 +74,8 @@ class Layer(NamedTuple):
         attn, mlp = block.attn, block.mlp
         matrices = (Matrix.of(m) for m in (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj))
         qkv, proj, fc, fc_proj = matrices
-        return cls(attn.layer_index, attn.c_attn.n_head, block.ln_1, qkv, proj, block.ln_2, fc, fc_proj)
+        ln_1, ln_2 = Norm.of(block.ln_1), Norm.of(block.ln_2)
+        return cls(attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj, ln_2, fc, fc_proj)
 
 
 class Decoder:
@@ -73,7 +85,7 @@ class Decoder:
     def __init__(self, model: GPT):
         self.wte, self.wpe = model.wte.weight, model.wpe.weight  # (vocab, C), (block_size, C)
         self.layers = [Layer.of(block) for block in model.h]
-        self.ln_f, self.head = model.ln_f, model.lm_head.weight  # head: (vocab, C)
+        self.ln_f, self.head = Norm.of(model.ln_f), model.lm_head.weight  # head: (vocab, C)
         self.gelu = erfc_gelu if self.wte.device.type == "cpu" else F.gelu  # as tinygpt.model.gelu picks
 
     @torch.inference_mode()
@@ -93,7 +105,7 @@ class Decoder:
         return F.linear(_norm(self.ln_f, x), self.head)  # (B, vocab)
 
 
-def _norm(norm: LayerNorm, x: torch.Tensor) -> torch.Tensor:
+def _norm(norm: Norm, x: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, eps=1e-5)
 
 
