@@ -1,5 +1,6 @@
 """Generation: sampling filters, the KV cache, the refill rule past block_size, streaming."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -67,6 +68,19 @@ def test_one_position_step_computes_the_models_forward():
         steps = [decoder.step(idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
         assert cache.length == 9
         assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_one_position_step_on_cuda_computes_the_models_forward(monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # training tests may turn it on
+    model = small_model(seed=6).cuda()
+    idx = torch.randint(11, (2, 9), device="cuda")
+    full, _ = model(idx)  # (2, 9, vocab)
+    cache = KVCache(model.config, 2)
+    model(idx[:, :6], cache=cache)
+    decoder = decode.Decoder(model)
+    steps = [decoder.step(idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
+    assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-4)
 
 
 def test_each_generation_reads_the_weights_as_they_are_when_it_starts():
