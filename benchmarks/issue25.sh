@@ -108,6 +108,19 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
     --run "$CPU $B24 train.warmup_iters=20 train.learning_rate=1e-2 train.min_lr=1e-3" \
     --run "$CPU train.warmup_iters=20 train.batch_size=32 train.max_iters=1400 train.learning_rate=1e-2 train.min_lr=1e-3" \
     --target 1.55 --json "$R/cpu_batch2.json"
+
+  echo "== 11. cpu.yaml as shipped beside one change each: the schedule, AdamW's beta2, weight decay, the floor"
+  # (measured pinned to one core of the two, the other busy: taskset -c 1 before each python)
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 6 \
+    --run "$CPU" \
+    --run "$CPU train.lr_schedule=wsd train.decay_fraction=0.3 train.min_lr=0" \
+    --run "$CPU train.lr_schedule=wsd train.decay_fraction=0.5 train.min_lr=0" \
+    --run "$CPU train.betas=[0.9,0.95]" \
+    --target 1.55 --json "$R/cpu_schedule.json"
+  OMP_NUM_THREADS=1 python benchmarks/compare.py quality --corpus "$TS" --evals 6 \
+    --run "$CPU" --run "$CPU train.weight_decay=0.2" --run "$CPU train.weight_decay=0.3" \
+    --run "$CPU train.min_lr=1.6e-3" --target 1.55 --json "$R/cpu_decay.json"
+
   echo "== 12. round 5: the Decoder ((in, out) copies, no look-ups) against the code before it, and the reference"
   git worktree add --detach /tmp/gen_before 374c29f 2>/dev/null || true  # main before the Decoder
   OMP_NUM_THREADS=1 python benchmarks/generation_trees.py --tree before=/tmp/gen_before/src --tree this=src \
