@@ -127,9 +127,9 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
     --layers 4 --width 128 --heads 4 --block 64 --tokens 2000 --rounds 5 --json "$R/decoder_trees_recipe.json"
   OMP_NUM_THREADS=1 python benchmarks/generation_trees.py --tree before=/tmp/gen_before/src --tree this=src \
     --tokens 1000 --rounds 3 --json "$R/decoder_trees_6x384.json"
-  # run twice, pinned with taskset -c 0: with the other core busy, then idle (files named *_idle.json;
-  # the idle run compared 6 x 384 six times, a to f)
-  for run in a b c d e f; do
+  # run twice, pinned with taskset -c 0: with the other core busy (a to c), then idle (files named
+  # *_idle.json; the idle run compared 6 x 384 ten times, a to j)
+  for run in a b c d e f g h i j; do
     if [[ $run < d ]]; then
       OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
         --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 7 \
