@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt.kv_cache import KVCache
-from tinygpt.model import GPT, Block, LayerNorm, erfc_gelu
+from tinygpt.model import GPT, Block, LayerNorm, one_position_gelu
 
 
 def usable(model: GPT, device: torch.device) -> bool:
@@ -72,8 +72,7 @@ class Layer(NamedTuple):
     @classmethod
     def of(cls, block: Block) -> "Layer":
         attn, mlp = block.attn, block.mlp
-        matrices = (Matrix.of(m) for m in (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj))
-        qkv, proj, fc, fc_proj = matrices
+        qkv, proj, fc, fc_proj = (Matrix.of(m) for m in (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj))
         ln_1, ln_2 = Norm.of(block.ln_1), Norm.of(block.ln_2)
         return cls(attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj, ln_2, fc, fc_proj)
 
@@ -86,7 +85,7 @@ class Decoder:
         self.wte, self.wpe = model.wte.weight, model.wpe.weight  # (vocab, C), (block_size, C)
         self.layers = [Layer.of(block) for block in model.h]
         self.ln_f, self.head = Norm.of(model.ln_f), model.lm_head.weight  # head: (vocab, C)
-        self.gelu = erfc_gelu if self.wte.device.type == "cpu" else F.gelu  # as tinygpt.model.gelu picks
+        self.gelu = one_position_gelu(self.wte.device)
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:

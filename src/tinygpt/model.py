@@ -17,7 +17,7 @@ Python's cost per call is comparable to the arithmetic (BENCHMARKS.md).
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -185,9 +185,14 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     small a tensor on one thread, instead of switching oneDNN off (a process-wide switch):
     x·Φ(x) = x·erfc(−x/√2)/2, in four kernels (torch.special.ndtr takes nine).
     """
-    if x.size(-2) == 1 and x.device.type == "cpu":  # (B, 1, 4·C): one position a sequence
-        return erfc_gelu(x)
+    if x.size(-2) == 1:  # (B, 1, 4·C): one position a sequence
+        return one_position_gelu(x.device)(x)
     return F.gelu(x)
+
+
+def one_position_gelu(device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The GELU for one position a row on device (see gelu): erfc_gelu on a CPU, else F.gelu."""
+    return erfc_gelu if device.type == "cpu" else F.gelu
 
 
 def erfc_gelu(x: torch.Tensor) -> torch.Tensor:
