@@ -73,17 +73,16 @@ def continuations(
     dev = model.wte.weight.device
     generator = torch.Generator(device=dev).manual_seed(sampling.seed)
     out = stream or io.StringIO()
+    idx = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, T)
+    options = (sampling.max_new_tokens, sampling.temperature, sampling.top_k, sampling.top_p)
     texts = []
     for i in range(sampling.num_samples):
         if i:
             out.write("\n" + "-" * 40 + "\n")
         out.write(prompt)
         out.flush()
-        idx = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, T)
         made = []
-        options = (sampling.max_new_tokens, sampling.temperature, sampling.top_k, sampling.top_p)
-        made_ids = stream_ids(model, idx, *options, generator, use_cache)
-        for next_id in made_ids:
+        for next_id in stream_ids(model, idx, *options, generator, use_cache):
             made.append(tokenizer.chars[next_id.item()])
             out.write(made[-1])
             out.flush()
