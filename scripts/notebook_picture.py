@@ -29,8 +29,8 @@ def executed(where: Path):
     from nbclient import NotebookClient
 
     notebook = nbformat.read(TUTORIAL, as_version=4)
-    client = NotebookClient(notebook, timeout=1800, kernel_name="python3")
-    client.execute(resources={"metadata": {"path": str(where)}})
+    where_to_run = {"metadata": {"path": str(where)}}  # the kernel's working directory
+    NotebookClient(notebook, timeout=1800, kernel_name="python3", resources=where_to_run).execute()
     return notebook
 
 
