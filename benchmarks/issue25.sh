@@ -141,4 +141,20 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
   done
   OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 1000 \
     --json "$R/decoder_limits.json"
+  echo "== 14. round 6, an Intel Xeon with AMX: generation against the reference, the bounds, the quick config"
+  # pinned to core 0 (taskset -c 0 before each python); a helper's training ran on core 1 from the second run
+  OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 1000 \
+    --json "$R/xeon_limits.json"
+  for run in a b c; do
+    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+      --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 7 \
+      --cache-only --json "$R/xeon_recipe_$run.json"
+    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+      --config configs/shakespeare_char.yaml --set "data.corpus=$TS" --tokens 1000 --repeats 1 --cache-only \
+      --json "$R/xeon_6x384_$run.json"
+  done
+  for run in "" _b; do  # twice, one after the other
+    OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 10 \
+      --run "$QUICK" --run "$W20 train.max_iters=450" --run "$W20" --target 1.902 --json "$R/xeon_quick$run.json"
+  done
 } 2>&1 | tee "$R/issue25.log"
