@@ -112,6 +112,21 @@ def test_mistakes_are_one_line(run, capsys, args, message):
     assert len(err) == 1 and message in err[0]
 
 
+@pytest.mark.parametrize(
+    "prompt, token", [("K", None), ("", None), ("K", "0")], ids=["one", "empty", "token-0"]
+)
+def test_backward_on_a_one_character_prompt_asks_for_a_longer_prompt(run, capsys, prompt, token):
+    """It once said `--token -1 is outside the prompt: use a position from 0 to 0`, of a --token never
+    given (or, with --token 0, to use a --token below 0)."""
+    args = ["explain", str(run / "best.pt"), "--prompt", prompt, "--backward"]
+    assert main(args + (["--token", token] if token else [])) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "error: --backward follows the loss of predicting the next character, and a prompt of one "
+        "character (an empty prompt is a newline) has none to predict; give a prompt of at least 2 characters"
+    )
+
+
 def test_more_windows_than_the_split_holds_are_refused_before_any_work(run, capsys):
     """--windows 1000000000 once asked torch.linspace for a billion starts (24 GB, then the OOM killer)."""
     assert main(["inspect", str(run / "best.pt"), "--heads", "--windows", "1000000000"]) == 2
