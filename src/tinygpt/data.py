@@ -42,6 +42,11 @@ def resolve_corpus(data: DataSection, option: str = "data.corpus") -> Path:
         return build(Path(data.data_dir) / name)
     path = Path(data.corpus).expanduser()
     give = "set data.corpus to" if option == "data.corpus" else f"pass {option}"
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"corpus {path} is a symbolic link to nothing (or a loop of links); {give} the text file "
+            "itself, or mend the link"
+        )
     if not path.exists():
         close = difflib.get_close_matches(data.corpus, BUILTIN_CORPORA, n=1, cutoff=0.7)
         hint = f" (did you mean {close[0]}?)" if close else ""
