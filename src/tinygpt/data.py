@@ -73,6 +73,11 @@ def read_text(path: Path) -> str:
         raw = path.read_bytes()
     except PermissionError:
         raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # what Windows editors call "Unicode"
+        raise UserError(
+            f"corpus file {path} is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8; "
+            "convert it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8, or save it again from an editor as UTF-8"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
