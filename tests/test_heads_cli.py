@@ -127,6 +127,34 @@ def test_backward_on_a_one_character_prompt_asks_for_a_longer_prompt(run, capsys
     )
 
 
+@pytest.mark.parametrize("where", ["elsewhere", "corpus-gone"], ids=["elsewhere", "corpus-gone"])
+def test_heads_of_a_run_whose_corpus_is_not_there_say_where_it_was(tmp_path, monkeypatch, capsys, where):
+    """A run trained on a corpus named by a relative path, inspected from another directory (or after the
+    corpus was moved), was told to set data.corpus, which inspect has no way to do."""
+    from conftest import make_corpus
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus.txt").write_text(make_corpus(200))
+    raw = tiny_raw("corpus.txt", tmp_path / "run", max_iters=2, eval_interval=2, eval_iters=1, timeline=False)
+    train(from_dict(raw), progress=False)
+    if where == "elsewhere":
+        (tmp_path / "sub").mkdir()
+        monkeypatch.chdir(tmp_path / "sub")
+    else:
+        (tmp_path / "corpus.txt").rename(tmp_path / "moved.txt")
+    here = tmp_path / "sub" if where == "elsewhere" else tmp_path
+    what = f"a path relative to the directory training ran in, and {here} holds no corpus.txt"
+    fix = "run this from the directory training ran in, or put the corpus back"
+    capsys.readouterr()
+    best = tmp_path / "run" / "best.pt"
+    assert main(["inspect", str(best), "--heads"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"error: {best} was trained on the corpus corpus.txt, {what}; this needs the text the model learned "
+        f"from: {fix}"
+    )
+
+
 def test_more_windows_than_the_split_holds_are_refused_before_any_work(run, capsys):
     """--windows 1000000000 once asked torch.linspace for a billion starts (24 GB, then the OOM killer)."""
     assert main(["inspect", str(run / "best.pt"), "--heads", "--windows", "1000000000"]) == 2

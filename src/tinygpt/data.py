@@ -227,7 +227,18 @@ def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Pat
         raise UserError(
             f"{path} does not say which corpus it was trained on; use a checkpoint written by training"
         )
-    corpus = load_corpus(from_dict({"data": data}, source=f"{path}'s config").data, block_size)
+    section = from_dict({"data": data}, source=f"{path}'s config").data
+    named = Path(section.corpus).expanduser()
+    if section.corpus not in BUILTIN_CORPORA and not named.exists():  # moved, or trained from elsewhere
+        where, fix = "which no longer exists", "put the corpus back"
+        if not named.is_absolute():
+            where = f"a path relative to the directory training ran in, and {Path.cwd()} holds no {named}"
+            fix = f"run this from the directory training ran in, or {fix}"
+        raise UserError(
+            f"{path} was trained on the corpus {named}, {where}; this needs the text the model learned "
+            f"from: {fix}"
+        )
+    corpus = load_corpus(section, block_size)
     if corpus.tokenizer.chars != checkpoint.chars:
         raise UserError(
             f"the corpus {corpus.path} that {path} was trained on has other characters now; "
