@@ -138,6 +138,27 @@ def test_load_refuses_what_the_commands_refuse(tmp_path, capsys):
     assert capsys.readouterr().err == f"error: {raised.value}\n"
 
 
+@pytest.mark.parametrize("device", ["gpu", "cuda", "mps"], ids=["unknown", "cuda", "mps"])
+def test_load_on_a_device_this_machine_lacks_raises_the_commands_one_line(odd_checkpoint, capsys, device):
+    """tinygpt.load(path, device="cuda") on a machine without CUDA raised torch's AssertionError (Torch
+    not compiled with CUDA enabled), and device="gpu" a RuntimeError listing torch's device types."""
+    if (
+        device == "cuda"
+        and torch.cuda.is_available()
+        or device == "mps"
+        and torch.backends.mps.is_available()
+    ):
+        pytest.skip(f"this machine has {device}")
+    with pytest.raises(tinygpt.UserError) as raised:
+        tinygpt.load(odd_checkpoint, device=device)
+    if device == "gpu":
+        assert str(raised.value) == "unknown device 'gpu'; use one of auto, cpu, cuda, mps"
+    else:
+        assert main(["sample", "--checkpoint", str(odd_checkpoint), "--device", device]) == 2
+        assert capsys.readouterr().err == f"error: {raised.value}\n"
+    assert tinygpt.load(odd_checkpoint, device="cpu:0").model.wte.weight.device.type == "cpu"
+
+
 def test_train_is_the_command_run_directory_overrides_and_errors_included(corpus_file, tmp_path, capsys):
     raw = tiny_raw(corpus_file, tmp_path / "unused", max_iters=10, eval_interval=5)
     config = tmp_path / "tiny.yaml"

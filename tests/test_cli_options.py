@@ -2,6 +2,7 @@
 and checks that come before any output."""
 
 import importlib.metadata
+import re
 
 import pytest
 
@@ -61,6 +62,55 @@ def test_prompt_file_errors_are_one_line(odd_checkpoint, tmp_path, capsys):
         assert main(["explain", str(odd_checkpoint), "--prompt-file", path]) == 2
         out, err = capsys.readouterr()
         assert out == "" and one_error_line(err) == f"error: {message}"
+
+
+@pytest.mark.parametrize(
+    "kind", ["loop", "under-a-file", "name-too-long"], ids=["loop", "under-a-file", "name-too-long"]
+)
+def test_a_prompt_file_path_the_system_cannot_open_is_one_line(odd_checkpoint, tmp_path, capsys, kind):
+    """A loop of links, a path through a file, a name too long: each once ended in an OSError's traceback."""
+    (tmp_path / "notes.txt").write_text("KING:")
+    (tmp_path / "a.txt").symlink_to(tmp_path / "b.txt")
+    (tmp_path / "b.txt").symlink_to(tmp_path / "a.txt")
+    path, reason = {
+        "loop": (tmp_path / "a.txt", "Too many levels of symbolic links"),
+        "under-a-file": (tmp_path / "notes.txt" / "p.txt", "Not a directory"),
+        "name-too-long": (tmp_path / ("p" * 300), "File name too long"),
+    }[kind]
+    assert main(["explain", str(odd_checkpoint), "--prompt-file", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and one_error_line(err) == (
+        f"error: --prompt-file {path} cannot be read ({reason}); pass a UTF-8 text file holding the prompt"
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sample", "--checkpoint", "{long}"],
+        ["inspect", "{long}", "--timeline"],
+        ["evaluate", "{odd}", "--corpus", "{long}"],
+        ["export", "{odd}", "--format", "safetensors", "{long}"],
+        ["train", "--config", "tiny", "--set", "data.corpus={long}", "--set", "out_dir={tmp}/run"],
+    ],
+    ids=["checkpoint", "run-directory", "evaluate-corpus", "export-out-dir", "corpus"],
+)
+def test_a_path_with_a_name_too_long_for_the_file_system_is_one_line(
+    odd_checkpoint, tmp_path, capsys, command
+):
+    """Each once ended in OSError's traceback: [Errno 36] File name too long."""
+    long = tmp_path / ("n" * 300)
+    args = [a.format(long=long, odd=odd_checkpoint, tmp=tmp_path) for a in command]
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    line = one_error_line(err)
+    assert re.fullmatch(
+        rf"error: {re.escape(str(tmp_path))}/n{{300}}(/best\.pt)? cannot be used: a name in it is longer "
+        r"than the file system allows \(File name too long\); "
+        r"give a path whose every name is at most 255 bytes",
+        line,
+    ), line
+    assert not (tmp_path / "run").exists()
 
 
 def test_prompt_and_prompt_file_together_are_refused(odd_checkpoint, tmp_path, capsys):

@@ -85,6 +85,24 @@ def test_unusable_corpora_get_clear_errors(tmp_path, content, message):
         load_corpus(section(path), block_size=8)
 
 
+@pytest.mark.parametrize(
+    "mark, encoding",
+    [(b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")],
+    ids=["little-endian", "big-endian"],
+)
+def test_a_utf16_corpus_is_called_utf16_with_how_to_convert_it(tmp_path, mark, encoding):
+    """Windows editors save "Unicode" text as UTF-16 with a byte-order mark; it was called a file whose
+    byte 0xff at offset 0 cannot be decoded, which says nothing of what the file is."""
+    path = tmp_path / "plays.txt"
+    path.write_bytes(mark + ("to be\n" * 20).encode(encoding))
+    with pytest.raises(UserError) as caught:
+        load_corpus(section(path), block_size=8)
+    assert str(caught.value) == (
+        f"corpus file {path} is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8; convert "
+        "it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8, or save it again from an editor as UTF-8"
+    )
+
+
 def test_missing_corpus_and_directory(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_corpus(section(tmp_path / "missing.txt"), block_size=8)
@@ -154,6 +172,23 @@ def test_a_corpus_that_is_not_a_regular_file_is_called_so():
         UserError, match=r"corpus /dev/null is not a regular file \(a device, a pipe or a socket\)"
     ):
         load_corpus(section(Path("/dev/null")), block_size=8)
+
+
+@pytest.mark.parametrize("kind", ["to-nothing", "loop"], ids=["to-nothing", "loop"])
+def test_a_corpus_that_is_a_link_to_nothing_or_a_loop_is_called_so(tmp_path, kind):
+    """It was called a file that does not exist, though `ls` shows it there."""
+    link = tmp_path / "corpus.txt"
+    if kind == "loop":
+        (tmp_path / "other.txt").symlink_to(link)
+        link.symlink_to(tmp_path / "other.txt")
+    else:
+        link.symlink_to(tmp_path / "moved.txt")
+    with pytest.raises(UserError) as caught:
+        load_corpus(section(link), block_size=8)
+    assert str(caught.value) == (
+        f"corpus {link} is a symbolic link to nothing (or a loop of links); "
+        "set data.corpus to the text file itself, or mend the link"
+    )
 
 
 @pytest.mark.parametrize("inside", [False, True])

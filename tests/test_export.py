@@ -132,6 +132,35 @@ def test_export_refuses_what_it_cannot_write_exactly_and_never_overwrites(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "rope.pt", "taken"]  # no leftovers
 
 
+@pytest.mark.parametrize(
+    "target", ["nothing", "loop", "empty-directory"], ids=["nothing", "loop", "empty-directory"]
+)
+def test_an_export_into_a_symbolic_link_says_what_the_link_is(tmp_path, capsys, target):
+    """The rename into place failed with 'Not a directory', and the advice was to free some space."""
+    write_checkpoint(tmp_path / "best.pt")
+    link = tmp_path / "exported"
+    if target == "loop":
+        (tmp_path / "other").symlink_to(link)
+        link.symlink_to(tmp_path / "other")
+    else:
+        link.symlink_to(tmp_path / "target")
+    if target == "empty-directory":
+        (tmp_path / "target").mkdir()
+    assert main(["export", str(tmp_path / "best.pt"), "--format", "safetensors", str(link)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    if target == "empty-directory":
+        assert line == (
+            f"error: {link} is a symbolic link; an export is written beside its directory and renamed "
+            "into place, which a link cannot take: export into a new directory inside it, "
+            f"e.g. {link / 'model'}"
+        )
+        assert not any((tmp_path / "target").iterdir())
+    else:
+        nothing = "a symbolic link to nothing (or a loop of links)"
+        assert line == f"error: {link} is {nothing}; export into a new directory"
+    assert link.is_symlink() and not list(tmp_path.glob(".*partial"))
+
+
 def test_a_missing_extra_is_a_user_error(tmp_path, monkeypatch, capsys):
     write_checkpoint(tmp_path / "best.pt")
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed

@@ -112,6 +112,49 @@ def test_mistakes_are_one_line(run, capsys, args, message):
     assert len(err) == 1 and message in err[0]
 
 
+@pytest.mark.parametrize(
+    "prompt, token", [("K", None), ("", None), ("K", "0")], ids=["one", "empty", "token-0"]
+)
+def test_backward_on_a_one_character_prompt_asks_for_a_longer_prompt(run, capsys, prompt, token):
+    """It once said `--token -1 is outside the prompt: use a position from 0 to 0`, of a --token never
+    given (or, with --token 0, to use a --token below 0)."""
+    args = ["explain", str(run / "best.pt"), "--prompt", prompt, "--backward"]
+    assert main(args + (["--token", token] if token else [])) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "error: --backward follows the loss of predicting the next character, and a prompt of one "
+        "character (an empty prompt is a newline) has none to predict; give a prompt of at least 2 characters"
+    )
+
+
+@pytest.mark.parametrize("where", ["elsewhere", "corpus-gone"], ids=["elsewhere", "corpus-gone"])
+def test_heads_of_a_run_whose_corpus_is_not_there_say_where_it_was(tmp_path, monkeypatch, capsys, where):
+    """A run trained on a corpus named by a relative path, inspected from another directory (or after the
+    corpus was moved), was told to set data.corpus, which inspect has no way to do."""
+    from conftest import make_corpus
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus.txt").write_text(make_corpus(200))
+    raw = tiny_raw("corpus.txt", tmp_path / "run", max_iters=2, eval_interval=2, eval_iters=1, timeline=False)
+    train(from_dict(raw), progress=False)
+    if where == "elsewhere":
+        (tmp_path / "sub").mkdir()
+        monkeypatch.chdir(tmp_path / "sub")
+    else:
+        (tmp_path / "corpus.txt").rename(tmp_path / "moved.txt")
+    here = tmp_path / "sub" if where == "elsewhere" else tmp_path
+    what = f"a path relative to the directory training ran in, and {here} holds no corpus.txt"
+    fix = "run this from the directory training ran in, or put the corpus back"
+    capsys.readouterr()
+    best = tmp_path / "run" / "best.pt"
+    assert main(["inspect", str(best), "--heads"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"error: {best} was trained on the corpus corpus.txt, {what}; this needs the text the model learned "
+        f"from: {fix}"
+    )
+
+
 def test_more_windows_than_the_split_holds_are_refused_before_any_work(run, capsys):
     """--windows 1000000000 once asked torch.linspace for a billion starts (24 GB, then the OOM killer)."""
     assert main(["inspect", str(run / "best.pt"), "--heads", "--windows", "1000000000"]) == 2

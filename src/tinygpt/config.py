@@ -14,6 +14,7 @@ and what is allowed.
 
 import dataclasses
 import difflib
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,9 @@ def config_path(given: str | Path) -> Path:
     `configs/cpu.yaml`, the path the README uses, from any directory.
     """
     path = Path(given)
-    if path.exists():
-        return path
+    with suppress(OSError):  # a name too long: reading it says so
+        if path.exists():
+            return path
     bare = len(path.parts) == 1 and path.suffix in ("", ".yaml")
     in_configs = path.parent == Path("configs") and path.suffix == ".yaml"
     name = path.name.removesuffix(".yaml")

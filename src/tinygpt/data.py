@@ -42,6 +42,11 @@ def resolve_corpus(data: DataSection, option: str = "data.corpus") -> Path:
         return build(Path(data.data_dir) / name)
     path = Path(data.corpus).expanduser()
     give = "set data.corpus to" if option == "data.corpus" else f"pass {option}"
+    if path.is_symlink() and not path.exists():
+        raise UserError(
+            f"corpus {path} is a symbolic link to nothing (or a loop of links); {give} the text file "
+            "itself, or mend the link"
+        )
     if not path.exists():
         close = difflib.get_close_matches(data.corpus, BUILTIN_CORPORA, n=1, cutoff=0.7)
         hint = f" (did you mean {close[0]}?)" if close else ""
@@ -68,6 +73,11 @@ def read_text(path: Path) -> str:
         raw = path.read_bytes()
     except PermissionError:
         raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # what Windows editors call "Unicode"
+        raise UserError(
+            f"corpus file {path} is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8; "
+            "convert it to UTF-8, e.g. iconv -f UTF-16 -t UTF-8, or save it again from an editor as UTF-8"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -217,7 +227,18 @@ def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Pat
         raise UserError(
             f"{path} does not say which corpus it was trained on; use a checkpoint written by training"
         )
-    corpus = load_corpus(from_dict({"data": data}, source=f"{path}'s config").data, block_size)
+    section = from_dict({"data": data}, source=f"{path}'s config").data
+    named = Path(section.corpus).expanduser()
+    if section.corpus not in BUILTIN_CORPORA and not named.exists():  # moved, or trained from elsewhere
+        where, fix = "which no longer exists", "put the corpus back"
+        if not named.is_absolute():
+            where = f"a path relative to the directory training ran in, and {Path.cwd()} holds no {named}"
+            fix = f"run this from the directory training ran in, or {fix}"
+        raise UserError(
+            f"{path} was trained on the corpus {named}, {where}; this needs the text the model learned "
+            f"from: {fix}"
+        )
+    corpus = load_corpus(section, block_size)
     if corpus.tokenizer.chars != checkpoint.chars:
         raise UserError(
             f"the corpus {corpus.path} that {path} was trained on has other characters now; "

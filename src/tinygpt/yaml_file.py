@@ -63,6 +63,10 @@ def read_text(path: Path, shipped: list[str]) -> str:
         raise UserError(_is_a_directory(path)) from None
     except PermissionError:
         raise UserError(f"config file {path} cannot be read (permission denied)") from None
+    except OSError as e:  # a loop of links, a path through a file, a name too long, …
+        raise UserError(
+            f"config file {path} cannot be read ({e.strerror}); pass a YAML file, e.g. configs/cpu.yaml"
+        ) from None
     _check_size(len(data), path)
     try:
         return data.decode("utf-8")

@@ -9,10 +9,12 @@ job ends, in tinygpt.app.job_exit; how argparse's own complaints are said, in ti
 """
 
 import argparse
+import errno
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tinygpt.app import commands
@@ -302,9 +304,24 @@ def main(argv: list[str] | None = None) -> int:
     return run(args.func, args)
 
 
+@contextmanager
+def name_too_long_is_a_user_error() -> Iterator[None]:
+    """A path the user gave with a name longer than the file system takes (ENAMETOOLONG) can fail
+    wherever the path is first touched; it is the user's to shorten, said in one line."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG or not isinstance(e.filename, (str, bytes)):
+            raise
+        raise UserError(
+            f"{os.fsdecode(e.filename)} cannot be used: a name in it is longer than the file system allows "
+            f"({e.strerror}); give a path whose every name is at most 255 bytes"
+        ) from None
+
+
 def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     try:
-        with stopping_like_ctrl_c():  # SIGTERM too leaves no half-written file behind
+        with stopping_like_ctrl_c(), name_too_long_is_a_user_error():  # SIGTERM too: no half-written file
             if getattr(args, "prompt_file", None) is not None:
                 args.prompt = commands.read_prompt_file(args.prompt_file)
             return func(args) or 0

@@ -254,6 +254,10 @@ def read_prompt_file(path: str) -> str:
         raise UserError(
             f"--prompt-file {path} is not UTF-8 text (bad byte at offset {e.start}); convert it to UTF-8"
         ) from None
+    except OSError as e:  # a loop of links, a path through a file, a name too long, …
+        raise UserError(
+            f"--prompt-file {path} cannot be read ({e.strerror}); pass a UTF-8 text file holding the prompt"
+        ) from None
 
 
 def export_command(args: argparse.Namespace) -> None:

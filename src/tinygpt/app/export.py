@@ -110,6 +110,16 @@ def _check_out_dir(out_dir: Path) -> None:
         raise UserError(f"{out_dir} is a file; export into a new directory")
     if out_dir.is_dir() and any(out_dir.iterdir()):
         raise UserError(f"{out_dir} already exists and is not empty; export into a new directory")
+    if out_dir.is_symlink() and not out_dir.exists():
+        raise UserError(
+            f"{out_dir} is a symbolic link to nothing (or a loop of links); export into a new directory"
+        )
+    if out_dir.is_symlink():  # to an empty directory: the rename into place would meet the link itself
+        raise UserError(
+            f"{out_dir} is a symbolic link; an export is written beside its directory and renamed into "
+            "place, which a link cannot take: export into a new directory inside it, "
+            f"e.g. {out_dir / 'model'}"
+        )
     if out_dir.is_dir() and os.path.ismount(out_dir):  # the rename into place would fail: EBUSY
         read_only = _read_only(out_dir)
         inside = "on a writable file system" if read_only else f"inside it, e.g. {out_dir / 'model'}"

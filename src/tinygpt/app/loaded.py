@@ -25,6 +25,7 @@ from tinygpt.ablate import MODES, Head, ablated, parse_heads, validation_means
 from tinygpt.app.sample import Sampling, continuations
 from tinygpt.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
 from tinygpt.data import validation_windows
+from tinygpt.device import pick_device
 from tinygpt.errors import UserError
 from tinygpt.explain import heads as scoring
 from tinygpt.explain.backward import STEP_LR
@@ -219,6 +220,9 @@ class _Ablation(AbstractContextManager):
 def load(path: str | Path | None = None, device: str = "cpu") -> TinyGPT:
     """A checkpoint for Python: a .pt file, a run directory (its best.pt), or None for the newest run
     under ./checkpoints, as the commands choose; on `device` (cpu, cuda, mps)."""
+    if isinstance(device, str):  # checked as --device is: one this machine has (an index kept)
+        picked = pick_device(device.split(":", 1)[0])
+        device = torch.device(device) if ":" in device else picked
     chosen_path = chosen_checkpoint(path)
     if (chosen_path / "best.pt").is_file():  # a run directory; any other directory is refused by name
         chosen_path = chosen_path / "best.pt"

@@ -181,6 +181,11 @@ def walk_focus(
 ) -> tuple[int, int, int]:
     """The (layer, head, token) a walkthrough follows, each checked (token None: the last position, or
     with backward, the last whose next character the prompt holds), and dims checked."""
+    if backward and len(ids) < 2:
+        raise UserError(
+            "--backward follows the loss of predicting the next character, and a prompt of one character "
+            "(an empty prompt is a newline) has none to predict; give a prompt of at least 2 characters"
+        )
     if backward and token is None:
         token = len(ids) - 2
     layer, head, token = focus(config, ids, layer, head, token)
