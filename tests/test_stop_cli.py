@@ -10,6 +10,7 @@ import pytest
 
 import tinygpt.app.export
 import tinygpt.files
+import tinygpt.generate
 from tinygpt.app.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -67,3 +68,22 @@ def test_sigterm_during_an_export_leaves_no_partial_directory(odd_checkpoint, tm
     monkeypatch.setattr(tinygpt.app.export, "_write_safetensors", write_then_signal)
     assert main(["export", str(odd_checkpoint), str(tmp_path / "out"), "--format", "safetensors"]) == 143
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_sampling_says_what_stopped_it(odd_checkpoint, monkeypatch, capsys, ctrl_c_handled):
+    """Ctrl-C mid-stream: the text so far stays on stdout, and stderr says SIGINT stopped it."""
+    real = tinygpt.generate.sample_next
+    drawn = []
+
+    def draw_then_ctrl_c(*args, **kwargs):
+        drawn.append(1)
+        if len(drawn) == 5:
+            signal.raise_signal(signal.SIGINT)  # as the terminal sends it for Ctrl-C
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tinygpt.generate, "sample_next", draw_then_ctrl_c)
+    code = main(["sample", "--checkpoint", str(odd_checkpoint), "--max-new-tokens", "50", "--prompt", ""])
+    out, err = capsys.readouterr()
+    assert code == 130
+    assert len(out) >= 4  # the characters sampled before the signal were printed
+    assert err.strip().splitlines()[-1] == "stopped by SIGINT"

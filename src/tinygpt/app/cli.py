@@ -332,7 +332,7 @@ def run(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespa
             wait_for_rank_0_to_say_it()
         return leave_job_if_failed(2)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM or SIGHUP as Interrupted: half-written files gone
-        print(f"\n{e or 'interrupted'}", file=sys.stderr)
+        print(f"\n{str(e) or 'stopped by SIGINT'}", file=sys.stderr)  # a bare KeyboardInterrupt: Ctrl-C
         return getattr(e, "exit_code", 130)
     except BrokenPipeError:  # the reader went away (`… | head`): stop quietly, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
