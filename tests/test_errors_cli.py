@@ -354,6 +354,11 @@ CASES = [
         "2 character(s) not in the model's vocabulary: 'Z', 'ü'",
     ),
     Case(
+        "prompt-not-utf8",  # bytes the locale cannot decode reach Python as lone surrogates (surrogateescape)
+        lambda g: sample(g, "--prompt", "KING: \udcff"),
+        "the prompt is not UTF-8 text: byte(s) 0xff cannot be decoded",
+    ),
+    Case(
         "max-new-tokens-negative",
         lambda g: sample(g, "--max-new-tokens", "-1"),
         "--max-new-tokens -1 is negative",

@@ -68,6 +68,13 @@ def prompt_ids(tokenizer: CharTokenizer, prompt: str, block_size: int | None = N
                 "from; give a prompt with --prompt"
             )
         prompt = EMPTY_PROMPT_START
+    undecodable = sorted({ord(c) - 0xDC00 for c in prompt if "\udc80" <= c <= "\udcff"})
+    if undecodable:  # bytes the locale could not decode, kept by Python as lone surrogates (surrogateescape)
+        raise UserError(
+            f"the prompt is not UTF-8 text: byte(s) {', '.join(f'0x{b:02x}' for b in undecodable)} cannot "
+            "be decoded; set a UTF-8 locale (e.g. export LANG=C.UTF-8), or put the prompt in a UTF-8 file "
+            "and pass --prompt-file FILE"
+        )
     try:
         ids = tokenizer.encode(prompt)
     except UserError as e:
