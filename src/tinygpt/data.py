@@ -106,7 +106,7 @@ def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
         return cached
     text = read_text(path)
     if not text:
-        raise UserError(f"corpus file {path} is empty; give it some text to learn from")
+        raise UserError(f"corpus file {path} is empty; put some text in it, or name another file")
     tokenizer, ids = encode_corpus(text)
     _write_cache(cache, {"stamp": stamp, "chars": tokenizer.chars, "ids": ids})
     return tokenizer, ids
