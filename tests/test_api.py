@@ -174,6 +174,20 @@ def test_a_wrong_type_raises_one_line_naming_the_keyword(odd_checkpoint, call, s
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"path": 5}, "checkpoint 5 (an int) is not a path; pass a str or a pathlib.Path"),
+        ({"path": ["a.pt"]}, "checkpoint ['a.pt'] (a list) is not a path; pass a str or a pathlib.Path"),
+        ({"device": 0}, 'device 0 (an int) is not a device\'s name; pass a str such as "cpu" or "cuda:0"'),
+    ],
+)
+def test_load_with_an_argument_of_the_wrong_type_raises_one_line(odd_checkpoint, kwargs, said):
+    """tinygpt.load(5) raised os.fspath's TypeError, and device=0 torch's RuntimeError on a CPU machine."""
+    with pytest.raises(tinygpt.UserError, match=re.escape(said)):
+        tinygpt.load(**{"path": odd_checkpoint, **kwargs})
+
+
 def test_load_refuses_what_the_commands_refuse(tmp_path, capsys):
     with pytest.raises(tinygpt.UserError) as raised:
         tinygpt.load(tmp_path / "none.pt")

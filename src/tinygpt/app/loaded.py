@@ -16,6 +16,7 @@ same one-line UserError for a bad argument (it names the command's option, e.g. 
 """
 
 import numbers
+import os
 import reprlib
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -277,6 +278,12 @@ class _Ablation(AbstractContextManager):
 def load(path: str | Path | None = None, device: str = "cpu") -> TinyGPT:
     """A checkpoint for Python: a .pt file, a run directory (its best.pt), or None for the newest run
     under ./checkpoints, as the commands choose; on `device` (cpu, cuda, mps)."""
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise UserError(f"checkpoint {_shown(path)} is not a path; pass a str or a pathlib.Path")
+    if device is not None and not isinstance(device, str | torch.device):
+        raise UserError(
+            f'device {_shown(device)} is not a device\'s name; pass a str such as "cpu" or "cuda:0"'
+        )
     if isinstance(device, str):  # checked as --device is: one this machine has (an index kept)
         picked = pick_device(device.split(":", 1)[0])
         device = torch.device(device) if ":" in device else picked
