@@ -188,6 +188,19 @@ def test_load_with_an_argument_of_the_wrong_type_raises_one_line(odd_checkpoint,
         tinygpt.load(**{"path": odd_checkpoint, **kwargs})
 
 
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda: tinygpt.train(5), "config 5 (an int) is not a path; pass a YAML file's name or a RunConfig"),
+        (lambda: tinygpt.timeline(5), "run 5 (an int) is not a path; pass a str or a pathlib.Path"),
+    ],
+)
+def test_train_and_timeline_given_something_not_a_path_raise_one_line(call, said):
+    """tinygpt.train(5) and tinygpt.timeline(5) raised os.fspath's TypeError."""
+    with pytest.raises(tinygpt.UserError, match=re.escape(said)):
+        call()
+
+
 def test_load_refuses_what_the_commands_refuse(tmp_path, capsys):
     with pytest.raises(tinygpt.UserError) as raised:
         tinygpt.load(tmp_path / "none.pt")
