@@ -131,6 +131,76 @@ def test_bad_input_raises_the_commands_one_line(odd_checkpoint, capsys, call, ar
     assert capsys.readouterr().err == f"error: {raised.value}\n"
 
 
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (
+            lambda lm: lm.sample("KING", max_new_tokens="5"),
+            "--max-new-tokens '5' (a str) is not a whole number",
+        ),
+        (
+            lambda lm: lm.sample("KING", max_new_tokens=2.5),
+            "--max-new-tokens 2.5 (a float) is not a whole number",
+        ),
+        (lambda lm: lm.sample("KING", seed="x"), "--seed 'x' (a str) is not a whole number"),
+        (lambda lm: lm.sample("KING", top_k=2.5), "--top-k 2.5 (a float) is not a whole number"),
+        (lambda lm: lm.sample("KING", temperature="hot"), "--temperature 'hot' (a str) is not a number"),
+        (lambda lm: lm.sample(["KI", "NG"]), "prompt ['KI', 'NG'] (a list) is not text"),
+        (lambda lm: lm.attention(PROMPT, layer="0"), "--layer '0' (a str) is not a whole number"),
+        (lambda lm: lm.attention(PROMPT, layer=True), "--layer True (a bool) is not a whole number"),
+        (lambda lm: lm.attention(123), "prompt 123 (an int) is not text"),
+        (lambda lm: lm.walkthrough(PROMPT, token="1"), "--token '1' (a str) is not a whole number"),
+        (lambda lm: lm.walkthrough(PROMPT, head=1.0), "--head 1.0 (a float) is not a whole number"),
+        (lambda lm: lm.backward(PROMPT, lr="x"), "--lr 'x' (a str) is not a number"),
+        (lambda lm: lm.heads("5"), "--windows '5' (a str) is not a whole number"),
+        (lambda lm: lm.loss(2.5), "--windows 2.5 (a float) is not a whole number"),
+        (
+            lambda lm: lm.ablate(1),
+            '--ablate 1 (an int): give heads as text, e.g. "1.0,2.1", or (layer, head) pairs',
+        ),
+        (
+            lambda lm: lm.ablate(["1.0"]),
+            "--ablate ['1.0'] (a list): give heads as text, e.g. \"1.0,2.1\", or (layer, head) pairs",
+        ),
+    ],
+)
+def test_a_wrong_type_raises_one_line_naming_the_keyword(odd_checkpoint, call, said):
+    """A string where a number goes (layer="0", windows="5") raised a TypeError from deep inside
+    ("'<=' not supported between instances of 'int' and 'str'", "'int' object is not iterable")."""
+    lm = tinygpt.load(odd_checkpoint)
+    with pytest.raises(tinygpt.UserError) as raised:
+        call(lm)
+    assert str(raised.value).startswith(said)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"path": 5}, "checkpoint 5 (an int) is not a path; pass a str or a pathlib.Path"),
+        ({"path": ["a.pt"]}, "checkpoint ['a.pt'] (a list) is not a path; pass a str or a pathlib.Path"),
+        ({"device": 0}, 'device 0 (an int) is not a device\'s name; pass a str such as "cpu" or "cuda:0"'),
+    ],
+)
+def test_load_with_an_argument_of_the_wrong_type_raises_one_line(odd_checkpoint, kwargs, said):
+    """tinygpt.load(5) raised os.fspath's TypeError, and device=0 torch's RuntimeError on a CPU machine."""
+    with pytest.raises(tinygpt.UserError, match=re.escape(said)):
+        tinygpt.load(**{"path": odd_checkpoint, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda: tinygpt.train(5), "config 5 (an int) is not a path; pass a YAML file's name or a RunConfig"),
+        (lambda: tinygpt.timeline(5), "run 5 (an int) is not a path; pass a str or a pathlib.Path"),
+    ],
+)
+def test_train_and_timeline_given_something_not_a_path_raise_one_line(call, said):
+    """tinygpt.train(5) and tinygpt.timeline(5) raised os.fspath's TypeError."""
+    with pytest.raises(tinygpt.UserError, match=re.escape(said)):
+        call()
+
+
 def test_load_refuses_what_the_commands_refuse(tmp_path, capsys):
     with pytest.raises(tinygpt.UserError) as raised:
         tinygpt.load(tmp_path / "none.pt")

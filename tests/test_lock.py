@@ -68,6 +68,23 @@ def test_training_refuses_a_directory_in_use_and_unlocks_on_every_exit(tiny_conf
     assert not (run / "lock").exists()  # a refused one
 
 
+@pytest.mark.usefixtures("one_thread")
+def test_a_second_run_into_a_directory_in_use_is_told_so_not_to_resume(tiny_config):
+    """A second `train` into the out_dir of a run still training (its last.pt already written) was told
+    "already holds a run; add --resume to continue it", and with --resume only then that it is in use."""
+    run = Path(tiny_config.out_dir)
+    train(tiny_config, progress=False)
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    with RunLock(run):
+        for resume in (False, True):
+            tiny_config.train.max_iters += resume  # a resume with steps left to train
+            with pytest.raises(UserError) as raised:
+                train(tiny_config, resume=resume, progress=False)
+            assert "is in use by another training run" in str(raised.value)
+            assert "--resume" not in str(raised.value)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before  # nothing changed, no lock left
+
+
 @pytest.mark.slow
 def test_deleting_the_lock_file_of_a_live_run_does_not_let_a_second_one_in(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)

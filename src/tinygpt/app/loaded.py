@@ -15,6 +15,9 @@ The commands call these, so a notebook and the command line give the same number
 same one-line UserError for a bad argument (it names the command's option, e.g. --token).
 """
 
+import numbers
+import os
+import reprlib
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
@@ -77,6 +80,9 @@ class TinyGPT:
     ) -> list[str]:
         """num_samples continuations of prompt (each starting with it), as `tinygpt sample` makes them
         with the same seed; stream: also write them there character by character."""
+        _text(prompt)
+        _whole(max_new_tokens=max_new_tokens, top_k=top_k, num_samples=num_samples, seed=seed)
+        _real(temperature=temperature, top_p=top_p)
         sampling = Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
         ids = self.to_tokens(prompt)
         return continuations(self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream)
@@ -85,6 +91,8 @@ class TinyGPT:
         """Every head's attention weights on prompt (text: the chosen layer's and head's heatmaps, all by
         default, and the next-character table, as `inspect --prompt` prints them)."""
         self._on_cpu("attention")
+        _text(prompt)
+        _whole(layer=layer, head=head)
         c = self.model.config
         layers, heads = chosen(layer, c.n_layer, "layer"), chosen(head, c.n_head, "head")
         ids = self.to_tokens(prompt)
@@ -97,6 +105,7 @@ class TinyGPT:
     def lens(self, prompt: str) -> Lens:
         """The logit lens (n_layer, T, vocab), as `inspect --prompt --lens` prints it."""
         self._on_cpu("lens")
+        _text(prompt)
         ids = self.to_tokens(prompt)
         logits = logit_lens(self.model, ids)
         text = lens_view(logits, ids, self.tokenizer)
@@ -107,6 +116,8 @@ class TinyGPT:
     ) -> Walkthrough:
         """Position `token` (default the last) through one head, every number shown, as `explain` does."""
         self._on_cpu("walkthrough")
+        _text(prompt)
+        _whole(layer=layer, head=head, token=token, dims=dims)
         ids = self.to_tokens(prompt)
         layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims)
         text, row = self._walk(ids, layer, head, token, dims)
@@ -125,6 +136,9 @@ class TinyGPT:
         """The walkthrough, then backwards from the loss of predicting the character after `token`
         (default: the last that has one), as `explain --backward` does; lr: the one step's size."""
         self._on_cpu("backward")
+        _text(prompt)
+        _whole(layer=layer, head=head, token=token, dims=dims)
+        _real(lr=lr)
         ids = self.to_tokens(prompt)
         layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims, backward=True)
         text, row = self._walk(ids, layer, head, token, dims)
@@ -139,12 +153,14 @@ class TinyGPT:
         """Every head's role, entropy and importance on `windows` validation windows (default 16), as
         `inspect --heads` scores them."""
         self._on_cpu("heads")
+        _whole(windows=windows)
         val, ends = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
         found = scoring.head_reports(self.model, val, ends, self.checkpoint.chars, windows or scoring.WINDOWS)
         return HeadsTable(scoring.heads_table(found), found)
 
     def loss(self, windows: int | None = None) -> float:
         """The validation loss on the windows heads() scores on (with the heads `ablate` switched off)."""
+        _whole(windows=windows)
         val, _ = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
         text = validation_windows(val, self.model.config.block_size, windows or scoring.WINDOWS)
         return scoring.loss(self.model, text.to(self.model.wte.weight.device))
@@ -154,6 +170,10 @@ class TinyGPT:
         zero, a head adds nothing; mean, its mean output over validation text (`--ablate-mode`)."""
         if mode not in MODES:
             raise UserError(f"--ablate-mode {mode!r}: use one of {', '.join(MODES)}")
+        if not isinstance(heads, str) and not (isinstance(heads, list | tuple) and all(map(_is_pair, heads))):
+            raise UserError(
+                f'--ablate {_shown(heads)}: give heads as text, e.g. "1.0,2.1", or (layer, head) pairs'
+            )
         c = self.model.config
         spec = heads if isinstance(heads, str) else ",".join(f"{layer}.{h}" for layer, h in heads)
         chosen_heads = parse_heads(spec, c.n_layer, c.n_head)
@@ -197,6 +217,44 @@ class TinyGPT:
         )
 
 
+def _shown(value: object) -> str:
+    """A value and its type, short and on one line: '5' (a str)."""
+    kind = type(value).__name__
+    return f"{reprlib.repr(value).replace(chr(10), ' ')} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_pair(head: object) -> bool:
+    return isinstance(head, tuple | list) and len(head) == 2 and all(map(_is_whole, head))
+
+
+def _whole(**values: object) -> None:
+    """Each keyword an int (or None): a str or float would fail deep inside with torch's TypeError."""
+    for name, value in values.items():
+        if value is not None and not _is_whole(value):
+            option = name.replace("_", "-")
+            raise UserError(f"--{option} {_shown(value)} is not a whole number; pass an int, e.g. {name}=1")
+
+
+def _real(**values: object) -> None:
+    """Each keyword an int or a float (or None)."""
+    for name, value in values.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            option = name.replace("_", "-")
+            raise UserError(
+                f"--{option} {_shown(value)} is not a number; pass an int or a float, e.g. {name}=0.5"
+            )
+
+
+def _text(prompt: object) -> None:
+    """The prompt a str (or None, a newline as the commands' default)."""
+    if prompt is not None and not isinstance(prompt, str):
+        raise UserError(f'prompt {_shown(prompt)} is not text; pass a str, e.g. "ROMEO:"')
+
+
 class _Ablation(AbstractContextManager):
     """The heads of TinyGPT.ablate switched off while inside (see tinygpt.ablate)."""
 
@@ -220,6 +278,12 @@ class _Ablation(AbstractContextManager):
 def load(path: str | Path | None = None, device: str = "cpu") -> TinyGPT:
     """A checkpoint for Python: a .pt file, a run directory (its best.pt), or None for the newest run
     under ./checkpoints, as the commands choose; on `device` (cpu, cuda, mps)."""
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise UserError(f"checkpoint {_shown(path)} is not a path; pass a str or a pathlib.Path")
+    if device is not None and not isinstance(device, str | torch.device):
+        raise UserError(
+            f'device {_shown(device)} is not a device\'s name; pass a str such as "cpu" or "cuda:0"'
+        )
     if isinstance(device, str):  # checked as --device is: one this machine has (an index kept)
         picked = pick_device(device.split(":", 1)[0])
         device = torch.device(device) if ":" in device else picked

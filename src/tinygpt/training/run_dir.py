@@ -127,16 +127,28 @@ class RunDirectory:
 
     def prepare(self, config: RunConfig, resume: bool) -> None:
         """Lock the directory, then write config.yaml and clear what a killed run left half-done."""
+        existed = self.path.is_dir()
+        if existed:  # a run still training here is named as such, not as a run to --resume
+            self._acquire()
         self.check(resume)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self.lock.acquire()  # before anything in the directory changes
+            if not existed:
+                self.lock.acquire()  # before anything in the directory changes
             write_atomic(self.path / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
             if not resume:  # what a run that died before its first checkpoint logged
                 self.metrics.unlink(missing_ok=True)
                 self.timeline.unlink(missing_ok=True)
             for partial in self.path.glob(".*.partial"):  # left by a save that was killed (we hold the lock)
                 partial.unlink()
+        except OSError as e:
+            raise UserError(
+                f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
+            ) from None
+
+    def _acquire(self) -> None:
+        try:
+            self.lock.acquire()
         except OSError as e:
             raise UserError(
                 f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
