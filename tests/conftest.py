@@ -143,6 +143,22 @@ def ctrl_c_handled():
     signal.signal(signal.SIGINT, before)
 
 
+UNOPENABLE = ["loop", "under-a-file", "name-too-long"]  # paths the system cannot open, by kind
+
+
+def unopenable_path(directory: Path, kind: str, suffix: str) -> tuple[Path, str]:
+    """A path of that kind in directory, and the system's reason for refusing it: a loop of links, a
+    path through a file, a name longer than the file system takes."""
+    (directory / "notes.txt").write_text("mine")
+    (directory / f"a{suffix}").symlink_to(directory / f"b{suffix}")
+    (directory / f"b{suffix}").symlink_to(directory / f"a{suffix}")
+    return {
+        "loop": (directory / f"a{suffix}", "Too many levels of symbolic links"),
+        "under-a-file": (directory / "notes.txt" / f"c{suffix}", "Not a directory"),
+        "name-too-long": (directory / ("c" * 300), "File name too long"),
+    }[kind]
+
+
 def need_extra(package: str, extra: str) -> None:
     """Skip a test whose optional package is not installed; under CI (.ci/run installs every extra), fail."""
     if importlib.util.find_spec(package) is not None:

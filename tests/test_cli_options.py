@@ -5,6 +5,7 @@ import importlib.metadata
 import re
 
 import pytest
+from conftest import UNOPENABLE, unopenable_path
 
 from tinygpt.app.cli import main
 
@@ -64,19 +65,10 @@ def test_prompt_file_errors_are_one_line(odd_checkpoint, tmp_path, capsys):
         assert out == "" and one_error_line(err) == f"error: {message}"
 
 
-@pytest.mark.parametrize(
-    "kind", ["loop", "under-a-file", "name-too-long"], ids=["loop", "under-a-file", "name-too-long"]
-)
+@pytest.mark.parametrize("kind", UNOPENABLE, ids=UNOPENABLE)
 def test_a_prompt_file_path_the_system_cannot_open_is_one_line(odd_checkpoint, tmp_path, capsys, kind):
     """A loop of links, a path through a file, a name too long: each once ended in an OSError's traceback."""
-    (tmp_path / "notes.txt").write_text("KING:")
-    (tmp_path / "a.txt").symlink_to(tmp_path / "b.txt")
-    (tmp_path / "b.txt").symlink_to(tmp_path / "a.txt")
-    path, reason = {
-        "loop": (tmp_path / "a.txt", "Too many levels of symbolic links"),
-        "under-a-file": (tmp_path / "notes.txt" / "p.txt", "Not a directory"),
-        "name-too-long": (tmp_path / ("p" * 300), "File name too long"),
-    }[kind]
+    path, reason = unopenable_path(tmp_path, kind, ".txt")
     assert main(["explain", str(odd_checkpoint), "--prompt-file", str(path)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and one_error_line(err) == (

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import UNOPENABLE, unopenable_path
 
 from tinygpt.config import (
     SHIPPED_CONFIGS,
@@ -203,19 +204,10 @@ def test_a_config_that_is_not_a_regular_file_is_refused_without_reading_it(tmp_p
         load_config(fifo)
 
 
-@pytest.mark.parametrize(
-    "kind", ["loop", "under-a-file", "name-too-long"], ids=["loop", "under-a-file", "name-too-long"]
-)
+@pytest.mark.parametrize("kind", UNOPENABLE, ids=UNOPENABLE)
 def test_a_config_path_the_system_cannot_open_is_one_error(tmp_path, kind):
     """A loop of links, a path through a file, a name too long: each once ended in an OSError's traceback."""
-    (tmp_path / "notes.txt").write_text("mine")
-    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
-    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
-    path, reason = {
-        "loop": (tmp_path / "a.yaml", "Too many levels of symbolic links"),
-        "under-a-file": (tmp_path / "notes.txt" / "c.yaml", "Not a directory"),
-        "name-too-long": (tmp_path / ("c" * 300), "File name too long"),
-    }[kind]
+    path, reason = unopenable_path(tmp_path, kind, ".yaml")
     with pytest.raises(UserError) as caught:
         load_config(path)
     assert str(caught.value) == (
