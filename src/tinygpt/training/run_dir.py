@@ -12,6 +12,8 @@ are appended).
 """
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,14 +128,19 @@ class RunDirectory:
         return ", ".join(held)
 
     def prepare(self, config: RunConfig, resume: bool) -> None:
-        """Lock the directory, then write config.yaml and clear what a killed run left half-done."""
+        """Lock the directory, then write config.yaml and clear what a killed run left half-done.
+
+        A directory that exists is locked before its contents are checked, so that a run still training
+        there is named as such, not as a run to --resume; a new one is made once the checks pass.
+        """
         existed = self.path.is_dir()
-        if existed:  # a run still training here is named as such, not as a run to --resume
-            self._acquire()
+        if existed:
+            with self._writing():
+                self.lock.acquire()
         self.check(resume)
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
+        with self._writing():
             if not existed:
+                self.path.mkdir(parents=True, exist_ok=True)
                 self.lock.acquire()  # before anything in the directory changes
             write_atomic(self.path / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
             if not resume:  # what a run that died before its first checkpoint logged
@@ -141,14 +148,12 @@ class RunDirectory:
                 self.timeline.unlink(missing_ok=True)
             for partial in self.path.glob(".*.partial"):  # left by a save that was killed (we hold the lock)
                 partial.unlink()
-        except OSError as e:
-            raise UserError(
-                f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
-            ) from None
 
-    def _acquire(self) -> None:
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """An OSError while locking or writing the directory: the out_dir's to fix, said in one line."""
         try:
-            self.lock.acquire()
+            yield
         except OSError as e:
             raise UserError(
                 f"cannot write to run directory {self.path}: {e.strerror}; choose a writable out_dir"
