@@ -5,6 +5,8 @@ stderr with exit code 2 and no traceback. Any other exception is a bug in
 tinygpt and is allowed to show its traceback.
 """
 
+import reprlib
+
 
 def shown(text: object) -> str:
     """text (a path, a name) as a message shows it: every character a terminal would act on instead
@@ -13,6 +15,12 @@ def shown(text: object) -> str:
     'run\\nB' stays on one line, '\\x1b[31m' turns nothing red, and a U+202E reverses nothing after it.
     """
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def described(value: object) -> str:
+    """A value the user passed and its type, short and on one line, for a message: '5' (a str)."""
+    kind = type(value).__name__
+    return f"{reprlib.repr(value).replace(chr(10), ' ')} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
 
 
 class UserError(Exception):

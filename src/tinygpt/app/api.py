@@ -13,10 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tinygpt.app.loaded import _shown
 from tinygpt.checkpoint import read_checkpoint
 from tinygpt.config import RunConfig, load_config
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, described
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
 from tinygpt.explain.page import page_data
 from tinygpt.explain.timeline import (
@@ -48,7 +47,7 @@ def train(
     from tinygpt.training.loop import train as run_training  # here: looking inside needs no training
 
     if not isinstance(config, str | os.PathLike | RunConfig):
-        raise UserError(f"config {_shown(config)} is not a path; pass a YAML file's name or a RunConfig")
+        raise UserError(f"config {described(config)} is not a path; pass a YAML file's name or a RunConfig")
     if isinstance(config, RunConfig):
         if overrides:
             raise TypeError("overrides go with a config file's name; change a RunConfig's fields directly")
@@ -75,7 +74,7 @@ def timeline(run: str | Path, from_saved_checkpoints: bool = False) -> Timeline:
     notebook, the page's timeline with its slider. run: a run directory or a checkpoint in one.
     from_saved_checkpoints: write the timeline of a run that recorded none (`--from-checkpoints`)."""
     if not isinstance(run, str | os.PathLike):
-        raise UserError(f"run {_shown(run)} is not a path; pass a str or a pathlib.Path")
+        raise UserError(f"run {described(run)} is not a path; pass a str or a pathlib.Path")
     run_dir = run_directory(run)
     snapshots = from_checkpoints(run_dir) if from_saved_checkpoints else timeline_of(run_dir)
     saved_files = [run_dir / name for name in ("best.pt", "last.pt") if (run_dir / name).is_file()]

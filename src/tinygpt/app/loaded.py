@@ -17,7 +17,6 @@ same one-line UserError for a bad argument (it names the command's option, e.g. 
 
 import numbers
 import os
-import reprlib
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TextIO
@@ -29,7 +28,7 @@ from tinygpt.app.sample import Sampling, continuations
 from tinygpt.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
 from tinygpt.data import validation_windows
 from tinygpt.device import pick_device
-from tinygpt.errors import UserError
+from tinygpt.errors import UserError, described
 from tinygpt.explain import heads as scoring
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.circuits import circuits_table, composition, edges
@@ -172,7 +171,7 @@ class TinyGPT:
             raise UserError(f"--ablate-mode {mode!r}: use one of {', '.join(MODES)}")
         if not isinstance(heads, str) and not (isinstance(heads, list | tuple) and all(map(_is_pair, heads))):
             raise UserError(
-                f'--ablate {_shown(heads)}: give heads as text, e.g. "1.0,2.1", or (layer, head) pairs'
+                f'--ablate {described(heads)}: give heads as text, e.g. "1.0,2.1", or (layer, head) pairs'
             )
         c = self.model.config
         spec = heads if isinstance(heads, str) else ",".join(f"{layer}.{h}" for layer, h in heads)
@@ -217,12 +216,6 @@ class TinyGPT:
         )
 
 
-def _shown(value: object) -> str:
-    """A value and its type, short and on one line: '5' (a str)."""
-    kind = type(value).__name__
-    return f"{reprlib.repr(value).replace(chr(10), ' ')} ({'an' if kind[0] in 'aeiou' else 'a'} {kind})"
-
-
 def _is_whole(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -236,7 +229,9 @@ def _whole(**values: object) -> None:
     for name, value in values.items():
         if value is not None and not _is_whole(value):
             option = name.replace("_", "-")
-            raise UserError(f"--{option} {_shown(value)} is not a whole number; pass an int, e.g. {name}=1")
+            raise UserError(
+                f"--{option} {described(value)} is not a whole number; pass an int, e.g. {name}=1"
+            )
 
 
 def _real(**values: object) -> None:
@@ -245,14 +240,14 @@ def _real(**values: object) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             option = name.replace("_", "-")
             raise UserError(
-                f"--{option} {_shown(value)} is not a number; pass an int or a float, e.g. {name}=0.5"
+                f"--{option} {described(value)} is not a number; pass an int or a float, e.g. {name}=0.5"
             )
 
 
 def _text(prompt: object) -> None:
     """The prompt a str (or None, a newline as the commands' default)."""
     if prompt is not None and not isinstance(prompt, str):
-        raise UserError(f'prompt {_shown(prompt)} is not text; pass a str, e.g. "ROMEO:"')
+        raise UserError(f'prompt {described(prompt)} is not text; pass a str, e.g. "ROMEO:"')
 
 
 class _Ablation(AbstractContextManager):
@@ -279,10 +274,10 @@ def load(path: str | Path | None = None, device: str = "cpu") -> TinyGPT:
     """A checkpoint for Python: a .pt file, a run directory (its best.pt), or None for the newest run
     under ./checkpoints, as the commands choose; on `device` (cpu, cuda, mps)."""
     if path is not None and not isinstance(path, str | os.PathLike):
-        raise UserError(f"checkpoint {_shown(path)} is not a path; pass a str or a pathlib.Path")
+        raise UserError(f"checkpoint {described(path)} is not a path; pass a str or a pathlib.Path")
     if device is not None and not isinstance(device, str | torch.device):
         raise UserError(
-            f'device {_shown(device)} is not a device\'s name; pass a str such as "cpu" or "cuda:0"'
+            f'device {described(device)} is not a device\'s name; pass a str such as "cpu" or "cuda:0"'
         )
     if isinstance(device, str):  # checked as --device is: one this machine has (an index kept)
         picked = pick_device(device.split(":", 1)[0])
