@@ -143,6 +143,15 @@ def ctrl_c_handled():
     signal.signal(signal.SIGINT, before)
 
 
+def broken_link(link: Path, loop: bool) -> Path:
+    """link made a symbolic link to nothing, or (loop) one of two links pointing at each other."""
+    other = link.with_name("other-" + link.name)
+    if loop:
+        other.symlink_to(link)
+    link.symlink_to(other)
+    return link
+
+
 UNOPENABLE = ["loop", "under-a-file", "name-too-long"]  # paths the system cannot open, by kind
 
 

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import broken_link
 
 from tinygpt import data as data_module
 from tinygpt import repeats
@@ -177,12 +178,7 @@ def test_a_corpus_that_is_not_a_regular_file_is_called_so():
 @pytest.mark.parametrize("kind", ["to-nothing", "loop"], ids=["to-nothing", "loop"])
 def test_a_corpus_that_is_a_link_to_nothing_or_a_loop_is_called_so(tmp_path, kind):
     """It was called a file that does not exist, though `ls` shows it there."""
-    link = tmp_path / "corpus.txt"
-    if kind == "loop":
-        (tmp_path / "other.txt").symlink_to(link)
-        link.symlink_to(tmp_path / "other.txt")
-    else:
-        link.symlink_to(tmp_path / "moved.txt")
+    link = broken_link(tmp_path / "corpus.txt", loop=kind == "loop")
     with pytest.raises(UserError) as caught:
         load_corpus(section(link), block_size=8)
     assert str(caught.value) == (

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
-from conftest import files_cut_at
+from conftest import broken_link, files_cut_at
 
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.app.cli import main
@@ -138,14 +138,9 @@ def test_export_refuses_what_it_cannot_write_exactly_and_never_overwrites(tmp_pa
 def test_an_export_into_a_symbolic_link_says_what_the_link_is(tmp_path, capsys, target):
     """The rename into place failed with 'Not a directory', and the advice was to free some space."""
     write_checkpoint(tmp_path / "best.pt")
-    link = tmp_path / "exported"
-    if target == "loop":
-        (tmp_path / "other").symlink_to(link)
-        link.symlink_to(tmp_path / "other")
-    else:
-        link.symlink_to(tmp_path / "target")
+    link = broken_link(tmp_path / "exported", loop=target == "loop")
     if target == "empty-directory":
-        (tmp_path / "target").mkdir()
+        (tmp_path / "other-exported").mkdir()  # what the link points to
     assert main(["export", str(tmp_path / "best.pt"), "--format", "safetensors", str(link)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     if target == "empty-directory":
@@ -154,7 +149,7 @@ def test_an_export_into_a_symbolic_link_says_what_the_link_is(tmp_path, capsys, 
             "into place, which a link cannot take: export into a new directory inside it, "
             f"e.g. {link / 'model'}"
         )
-        assert not any((tmp_path / "target").iterdir())
+        assert not any((tmp_path / "other-exported").iterdir())
     else:
         nothing = "a symbolic link to nothing (or a loop of links)"
         assert line == f"error: {link} is {nothing}; export into a new directory"
