@@ -15,6 +15,18 @@ QUICK="cpu_quick train.dtype=float32"
 ADAMW="train.optimizer=adamw train.learning_rate=6e-3 train.min_lr=6e-4"  # cpu_quick.yaml before issue 25
 MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
 
+# tinygpt's cached generation against the reference's, interleaved in one process; $1: the result's name
+generation_at_recipe_size() {  # nanoGPT's CPU-recipe size, 200 new characters, 7 repeats
+  OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+    --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 7 \
+    --cache-only --json "$R/$1.json"
+}
+generation_at_6x384() {  # 6 layers x 384, 1,000 new characters, once
+  OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
+    --config configs/shakespeare_char.yaml --set "data.corpus=$TS" --tokens 1000 --repeats 1 --cache-only \
+    --json "$R/$1.json"
+}
+
 {
   echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "== flags: $(grep -o 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -131,13 +143,9 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
   # *_idle.json; the idle run compared 6 x 384 ten times, a to j)
   for run in a b c d e f g h i j; do
     if [[ $run < d ]]; then
-      OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
-        --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 7 \
-        --cache-only --json "$R/decoder_recipe_$run.json"
+      generation_at_recipe_size decoder_recipe_$run
     fi
-    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
-      --config configs/shakespeare_char.yaml --set "data.corpus=$TS" --tokens 1000 --repeats 1 --cache-only \
-      --json "$R/decoder_6x384_$run.json"
+    generation_at_6x384 decoder_6x384_$run
   done
   OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 1000 \
     --json "$R/decoder_limits.json"
@@ -182,12 +190,8 @@ MUON="train.optimizer=muon train.learning_rate=1.2e-2 train.max_iters=1000"
   OMP_NUM_THREADS=1 python benchmarks/decode_limits.py --config configs/shakespeare_char.yaml --tokens 1000 \
     --json "$R/xeon_limits.json"
   for run in a b c; do
-    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
-      --config benchmarks/configs/nanogpt_cpu.yaml --set "data.corpus=$TS" --tokens 200 --repeats 7 \
-      --cache-only --json "$R/xeon_recipe_$run.json"
-    OMP_NUM_THREADS=1 python benchmarks/compare.py generate --nanogpt "$NANOGPT" \
-      --config configs/shakespeare_char.yaml --set "data.corpus=$TS" --tokens 1000 --repeats 1 --cache-only \
-      --json "$R/xeon_6x384_$run.json"
+    generation_at_recipe_size xeon_recipe_$run
+    generation_at_6x384 xeon_6x384_$run
   done
   for run in "" _b; do  # twice, one after the other
     OMP_NUM_THREADS=1 python benchmarks/compare.py quality --nanogpt "$NANOGPT" --corpus "$TS" --evals 10 \
