@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs fro
 
 from tinygpt.app.bench import single_process_trainer, synchronize
 from tinygpt.app.evaluate import split_loss
-from tinygpt.config import TrainSection, load_config
-from tinygpt.data import load_corpus
+from tinygpt.config.run_config import TrainSection, load_config
+from tinygpt.data.corpus import load_corpus
 from tinygpt.device import pick_device
-from tinygpt.generate import generate as generate_text
+from tinygpt.generation.sampling import generate as generate_text
 from tinygpt.training.precision import prepare_device, resolve_dtype
 from tinygpt.training.step import lr_at
 

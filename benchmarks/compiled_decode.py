@@ -5,7 +5,7 @@
 Runs the measurement twice, each in a fresh process with the same TORCHINDUCTOR_CACHE_DIR
 (emptied first): the first compiles cold, the second finds inductor's compiled code on
 disk (what a second `tinygpt sample` would pay). Each process builds the same seeded
-untrained model (vocabulary 65, no biases), times cached generation with tinygpt.decode's
+untrained model (vocabulary 65, no biases), times cached generation with tinygpt.generation.fused_step's
 Decoder.step as it is (eager), then compiled (torch.compile(…, dynamic=True)), the compile and the
 first block_size + 5 characters timed together, then both again in turns (greedy, so the
 outputs must match). It prints the break-even: how many characters the compile costs.
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs fro
 def measure(layers: int, width: int, heads: int, block: int, tokens: int) -> dict:
     import torch
 
-    from tinygpt import decode
-    from tinygpt.generate import generate
+    from tinygpt.generation import fused_step as decode
+    from tinygpt.generation.sampling import generate
     from tinygpt.model import GPT, GPTConfig
 
     torch.manual_seed(0)

@@ -8,7 +8,7 @@ This measures, in one process: the float32 matmul peak (the best of square matmu
 memory bandwidth (the best of summing a float32 buffer far larger than the caches), the
 model's matrices each multiplied by one vector and nothing else (torch's matrix-vector
 product, the floor of a step that calls it: as nn.Linear stores them, (out, in), and stored
-transposed, (in, out), the layout tinygpt.decode's Decoder keeps), one cached step alone (the
+transposed, (in, out), the layout tinygpt.generation.fused_step's Decoder keeps), one cached step alone (the
 mean of the steps from a half-full cache to a full one: no refills), and the model's cached
 generation (refills of the cache at block_size included); and prints the time per token each
 allows beside the time generation takes.
@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs fro
 import torch
 import torch.nn.functional as F
 
-from tinygpt.config import load_config
-from tinygpt.decode import Decoder
-from tinygpt.generate import generate
-from tinygpt.kv_cache import KVCache
+from tinygpt.config.run_config import load_config
+from tinygpt.generation.fused_step import Decoder
+from tinygpt.generation.kv_cache import KVCache
+from tinygpt.generation.sampling import generate
 from tinygpt.model import GPT, GPTConfig
 
 

@@ -23,7 +23,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
 from tinygpt.app.bench import single_process_trainer, synchronize
-from tinygpt.config import load_config
+from tinygpt.config.run_config import load_config
 from tinygpt.device import pick_device
 from tinygpt.training.precision import cpu_multiplies_bfloat16, prepare_device
 

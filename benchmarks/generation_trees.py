@@ -24,7 +24,7 @@ TIMING = """
 import sys, time, torch
 from tinygpt.model import GPT, GPTConfig
 try:
-    from tinygpt.generate import generate
+    from tinygpt.generation.sampling import generate
 except ImportError:  # round 1's layout: generation is a method of the model
     def generate(model, *args, **kwargs):
         return model.generate(*args, **kwargs)

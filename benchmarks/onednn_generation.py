@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import torch
 
-from tinygpt.generate import stream
+from tinygpt.generation.sampling import stream
 from tinygpt.model import GPT, GPTConfig
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
-from tinygpt.config import load_config
-from tinygpt.data import load_corpus
+from tinygpt.config.run_config import load_config
+from tinygpt.data.corpus import load_corpus
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.page import step_data, write_page
+from tinygpt.files.checkpoint import build_checkpoint, load_checkpoint, save_checkpoint
 from tinygpt.model import GPT, GPTConfig
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "cpu.yaml"

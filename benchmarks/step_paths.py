@@ -8,7 +8,7 @@ taken in turn, many times, see the same. The paths, on the same seeded untrained
 
   modules+multinomial  each step through the model's modules, torch.multinomial (before round 3)
   modules+clocks       each step through the modules, the exponential-clock sampler (generate.draw)
-  decoder+clocks       tinygpt.decode's Decoder and the clock sampler: what `stream` does now
+  decoder+clocks       tinygpt.generation.fused_step's Decoder and the clock sampler: what `stream` does now
 
 Prints each path's characters per second over all its bursts and the ratio to the first.
 """
@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs fro
 
 import torch
 
-from tinygpt import decode, generate
+from tinygpt.generation import fused_step as decode
+from tinygpt.generation import sampling as generate
 from tinygpt.model import GPT, GPTConfig
 
 

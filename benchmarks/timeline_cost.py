@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
 from tinygpt.app.bench import single_process_trainer, synchronize
-from tinygpt.config import load_config
+from tinygpt.config.run_config import load_config
 from tinygpt.explain.timeline import Recorder
 from tinygpt.training.step import estimate_loss
 

@@ -13,10 +13,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs from a plain checkout too
 
 from tinygpt.app.evaluate import split_loss
-from tinygpt.checkpoint import load_checkpoint, read_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.data import load_corpus
+from tinygpt.config.run_config import from_dict
+from tinygpt.data.corpus import load_corpus
 from tinygpt.device import pick_device
+from tinygpt.files.checkpoint import load_checkpoint, read_checkpoint
 
 
 def main() -> None:

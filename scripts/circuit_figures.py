@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, also
 from induction_seeds import machine, seed_block, timing  # noqa: E402 (scripts/, on the path)
 from make_pictures import screenshots  # noqa: E402
 
-from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
 from tinygpt.explain.circuits import checkpoint_circuits
 from tinygpt.explain.heads import Heads, checkpoint_heads, heads_table
 from tinygpt.explain.page import write_page
 from tinygpt.explain.roles import THRESHOLDS
 from tinygpt.explain.timeline import first_cleared, timeline_of
-from tinygpt.files import write_atomic
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.checkpoint import read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "docs" / "circuits_figures.json"  # written by scripts/induction_seeds.py

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works fr
 
 import torch
 
-from tinygpt.checkpoint import read_checkpoint
 from tinygpt.explain.roles import THRESHOLDS, label
 from tinygpt.explain.timeline import first_cleared, timeline_of
-from tinygpt.files import write_atomic
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.checkpoint import read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/induction.yaml"

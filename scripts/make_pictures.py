@@ -33,8 +33,8 @@ from tinygpt import load_checkpoint
 from tinygpt.app.cli import main as tinygpt
 from tinygpt.errors import UserError
 from tinygpt.explain.page import write_page
-from tinygpt.files import write_atomic
-from tinygpt.metrics import read_metrics
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "To be, or not to be"  # the explainer page's, as in docs/inside.md

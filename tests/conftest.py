@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 
 WORDS = (
     "the king and queen of a fair land spoke to their lords with grace and wit "

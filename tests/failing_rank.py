@@ -8,8 +8,8 @@ step 0 draws the first four); the other ranks run as usual.
 import os
 import sys
 
-from tinygpt import data
 from tinygpt.app import cli
+from tinygpt.data import corpus as data
 from tinygpt.errors import UserError
 
 if os.environ.get("RANK") == "1":

@@ -24,11 +24,12 @@ from pathlib import Path
 
 import torch
 
-from tinygpt import files, metrics
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import load_config
+from tinygpt.config.run_config import load_config
 from tinygpt.errors import UserError
-from tinygpt.metrics import read_metrics
+from tinygpt.files import atomic as files
+from tinygpt.files import metrics
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import read_metrics
 
 KILLED = 137  # what a shell reports for kill -9
 
@@ -178,7 +179,7 @@ def as_left(out_dir: Path) -> list[str]:
 
 def cache_ids(config_path: str) -> None:
     """Write the corpus's id cache, so that no run after this one writes it (or counts its events)."""
-    from tinygpt.data import load_corpus
+    from tinygpt.data.corpus import load_corpus
 
     config = load_config(config_path)
     load_corpus(config.data, config.model.block_size)

@@ -4,11 +4,11 @@ import pytest
 import torch
 from conftest import tiny_raw
 
-from tinygpt import flops
 from tinygpt.app.bench import PeakMemory, benchmark, format_report
 from tinygpt.app.cli import main
-from tinygpt.config import from_dict
-from tinygpt.flops import Stopwatch
+from tinygpt.config.run_config import from_dict
+from tinygpt.training import flops
+from tinygpt.training.flops import Stopwatch
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -13,9 +13,12 @@ from conftest import tiny_raw, train
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinygpt import GPT, CharTokenizer, GPTConfig, files, load_checkpoint
+from tinygpt import GPT, CharTokenizer, GPTConfig, load_checkpoint
 from tinygpt.app.cli import main
-from tinygpt.checkpoint import (
+from tinygpt.config.run_config import from_dict
+from tinygpt.errors import UserError
+from tinygpt.files import atomic as files
+from tinygpt.files.checkpoint import (
     FORMAT_VERSION,
     Checkpoint,
     build_checkpoint,
@@ -23,9 +26,7 @@ from tinygpt.checkpoint import (
     save_checkpoint,
     write_payload,
 )
-from tinygpt.config import from_dict
-from tinygpt.errors import UserError
-from tinygpt.integrity import digest
+from tinygpt.files.integrity import digest
 
 CONFIG = GPTConfig(vocab_size=5, block_size=8, n_layer=1, n_head=2, n_embd=8)
 

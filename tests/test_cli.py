@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt.app.cli import build_parser
-from tinygpt.config import load_config
+from tinygpt.config.run_config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

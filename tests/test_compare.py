@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tinygpt.generate import generate
+from tinygpt.generation.sampling import generate
 from tinygpt.model import GPT as OurGPT, GPTConfig as OurConfig
 
 

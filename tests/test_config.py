@@ -5,7 +5,7 @@ import pytest
 import yaml
 from conftest import UNOPENABLE, unopenable_path
 
-from tinygpt.config import (
+from tinygpt.config.run_config import (
     SHIPPED_CONFIGS,
     RunConfig,
     config_path,
@@ -14,8 +14,8 @@ from tinygpt.config import (
     reference,
     shipped_configs,
 )
+from tinygpt.config.yaml_file import MAX_CONFIG_BYTES
 from tinygpt.errors import UserError
-from tinygpt.yaml_file import MAX_CONFIG_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(ROOT.joinpath("configs").glob("*.yaml"))

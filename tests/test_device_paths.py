@@ -6,8 +6,8 @@ import torch.nn.functional as F
 from conftest import tiny_raw, train
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.config import TrainSection, from_dict
-from tinygpt.data import Batches
+from tinygpt.config.run_config import TrainSection, from_dict
+from tinygpt.data.corpus import Batches
 from tinygpt.device import pick_device
 from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import autocast_for, prepare_device, resolve_dtype

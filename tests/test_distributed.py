@@ -14,9 +14,9 @@ import torch
 import yaml
 from conftest import own_process_group, tiny_raw, train
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.training import distributed
 from tinygpt.training.distributed import from_environment, process_group
 

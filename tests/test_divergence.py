@@ -9,9 +9,9 @@ import torch
 from conftest import train
 
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
-from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
-from tinygpt.metrics import read_metrics
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.training.divergence import LossWatch
 

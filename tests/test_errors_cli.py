@@ -488,7 +488,7 @@ def trained_run(tmp_path_factory) -> Path:
     """A 4-step run of the tiny config, for the cases that sample or resume."""
     from conftest import train as train_run
 
-    from tinygpt.config import from_dict
+    from tinygpt.config.run_config import from_dict
 
     root = tmp_path_factory.mktemp("trained")
     (root / "corpus.txt").write_text(make_corpus(200))

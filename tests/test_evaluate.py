@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.app.cli import main
 from tinygpt.app.evaluate import evaluate_checkpoint, split_loss
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.data import load_corpus
+from tinygpt.config.run_config import from_dict
+from tinygpt.data.corpus import load_corpus
+from tinygpt.files.checkpoint import read_checkpoint
 
 
 def small_model(block_size: int = 8) -> GPT:

@@ -15,9 +15,9 @@ from conftest import broken_link, files_cut_at
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.app.cli import main
 from tinygpt.app.export import export, load_safetensors
-from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.errors import UserError
-from tinygpt.generate import generate
+from tinygpt.files.checkpoint import FORMAT_VERSION, write_payload
+from tinygpt.generation.sampling import generate
 
 CHARS = sorted(set("\n\t !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyzéà—’🙂"))
 TEXT = "KING:\nWhat  say'st thou, fool?\té — 🙂 ’tis\n\n"

@@ -6,10 +6,10 @@ import pytest
 import torch
 from conftest import tiny_raw
 
-from tinygpt import GPT, GPTConfig, flops, load_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak
-from tinygpt.training import loop, progress
+from tinygpt import GPT, GPTConfig, load_checkpoint
+from tinygpt.config.run_config import from_dict
+from tinygpt.training import flops, loop, progress
+from tinygpt.training.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.progress import ABOVE_PEAK_NOTE
 
 

@@ -4,9 +4,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinygpt import GPT, GPTConfig, decode
-from tinygpt.generate import generate, sample_next, stream
-from tinygpt.kv_cache import KVCache
+from tinygpt import GPT, GPTConfig
+from tinygpt.generation import fused_step as decode
+from tinygpt.generation.kv_cache import KVCache
+from tinygpt.generation.sampling import generate, sample_next, stream
 from tinygpt.model import gelu
 
 

@@ -8,9 +8,9 @@ import torch
 from conftest import looking_back_model
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.ablate import ablated, mean_head_outputs, parse_heads
-from tinygpt.data import validation_windows
+from tinygpt.data.corpus import validation_windows
 from tinygpt.errors import UserError
+from tinygpt.explain.ablate import ablated, mean_head_outputs, parse_heads
 from tinygpt.explain.heads import entropy, head_reports, induction_probes, loss, losses, repeating
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.roles import (

@@ -9,7 +9,7 @@ from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
 from tinygpt.app.commands import sample
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.explain.roles import ROLES
 
 

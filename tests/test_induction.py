@@ -13,12 +13,12 @@ ones separately, so a head that copies from one fixed distance cannot pass.
 import pytest
 import torch
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import load_config
+from tinygpt.config.run_config import load_config
 from tinygpt.explain.circuits import knockouts
 from tinygpt.explain.heads import induction_probes
 from tinygpt.explain.roles import THRESHOLDS, Boundaries, induction_keys, probe_distances
 from tinygpt.explain.timeline import first_cleared, listeners_for, read_timeline
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.model import attention_weights
 from tinygpt.training.loop import train
 

@@ -16,10 +16,10 @@ import yaml
 from conftest import tiny_raw, train
 
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.metrics import read_metrics
-from tinygpt.snapshots import read_timeline
+from tinygpt.config.run_config import from_dict
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import read_metrics
+from tinygpt.files.snapshots import read_timeline
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
 
@@ -166,9 +166,9 @@ def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config
 def test_a_second_signal_during_the_save_the_first_asked_for_waits_for_it(tiny_config, monkeypatch):
     """Ctrl-C at step 5, then again while last.pt is being written: the second stops the run once
     last.pt is whole (not half-way, which left a run with no last.pt, refused both ways)."""
-    import tinygpt.checkpoint
+    import tinygpt.files.checkpoint
 
-    run, real, saves = Path(tiny_config.out_dir), tinygpt.checkpoint.write_atomic, []
+    run, real, saves = Path(tiny_config.out_dir), tinygpt.files.checkpoint.write_atomic, []
     signal_during_step(monkeypatch, 5)
 
     def write_atomic(path, data):
@@ -177,7 +177,7 @@ def test_a_second_signal_during_the_save_the_first_asked_for_waits_for_it(tiny_c
             signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the save
         real(path, data)
 
-    monkeypatch.setattr(tinygpt.checkpoint, "write_atomic", write_atomic)
+    monkeypatch.setattr(tinygpt.files.checkpoint, "write_atomic", write_atomic)
     with pytest.raises(Interrupted, match="stopped by a second SIGINT once last.pt was saved") as e:
         train(tiny_config, progress=False)
     assert e.value.exit_code == 130

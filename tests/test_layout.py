@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tinygpt
-from tinygpt.config import ModelSection
+from tinygpt.config.run_config import ModelSection
 from tinygpt.model import GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,6 +18,8 @@ PACKAGE = ROOT / "src" / "tinygpt"
 # the floors, top down: a module imports only from its own room or a room on a lower floor, and the
 # two rooms of one floor (training, explain) not from each other
 FLOOR = {"scripts": 3, "app": 2, "training": 1, "explain": 1, "core": 0}
+# the core's rooms by purpose: one floor, importing each other freely (but never in a circle)
+CORE_ROOMS = {"generation", "data", "config", "files"}
 
 
 def module_name(path: Path) -> str:
@@ -49,6 +51,8 @@ def room(module: str) -> str:
     parts = module.split(".")
     if parts[-1] == "__main__" or module == "tinygpt":
         return "scripts"
+    if len(parts) > 1 and parts[1] in CORE_ROOMS:
+        return "core"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FLOOR) else "core"
 
 
@@ -117,7 +121,8 @@ def test_sampling_and_looking_inside_load_no_training_module():
     """In a fresh interpreter: generation and every inspect/explain entry point, and nothing of training."""
     code = (
         "import sys\n"
-        "import tinygpt.app.sample, tinygpt.generate, tinygpt.explain.report, tinygpt.explain.walkthrough\n"
+        "import tinygpt.app.sample, tinygpt.generation.sampling, tinygpt.explain.report\n"
+        "import tinygpt.explain.walkthrough\n"
         "import tinygpt.explain.page, tinygpt.explain.heatmap, tinygpt.app.export, tinygpt.app.evaluate\n"
         "print(sorted(m for m in sys.modules if m.startswith('tinygpt')))\n"
         "print(sorted(m for m in sys.modules if m.startswith('tinygpt.training')))\n"
@@ -125,7 +130,7 @@ def test_sampling_and_looking_inside_load_no_training_module():
     run = [sys.executable, "-c", code]
     out = subprocess.run(run, capture_output=True, text=True, timeout=300, check=True)
     loaded, forbidden = out.stdout.splitlines()
-    assert "tinygpt.explain.page" in loaded and "tinygpt.generate" in loaded  # the imports did run
+    assert "tinygpt.explain.page" in loaded and "tinygpt.generation.sampling" in loaded  # the imports did run
     assert forbidden == "[]"  # no loop, no lock, no process group
 
 
@@ -148,7 +153,7 @@ def test_the_front_door_names_the_api_and_imports_it_lazily():
     assert room("tinygpt") == "scripts" and "tinygpt.app.api" in imported(PACKAGE / "__init__.py")
 
 
-@pytest.mark.parametrize("room_name", ["app", "explain", "training"])
+@pytest.mark.parametrize("room_name", ["app", "explain", "training", *sorted(CORE_ROOMS)])
 def test_each_rooms_index_names_every_module_in_it(room_name):
     """A room's __init__.py says what each of its modules is: one line per module, none left out."""
     init = PACKAGE / room_name / "__init__.py"
@@ -157,18 +162,15 @@ def test_each_rooms_index_names_every_module_in_it(room_name):
     assert listed == {p.name for p in init.parent.glob("*.py")} - {"__init__.py"}
 
 
-MAX_MODULE_LINES = 350
 MAX_FUNCTION_LINES = 60
 
 
-def test_no_module_is_over_350_lines_and_no_function_over_60():
-    """Split by idea before a file or a function outgrows a screen or two (the count includes docstrings)."""
+def test_no_function_is_over_60_lines():
+    """A function fits on a screen (the count includes its docstring). A module has no limit: it is as long
+    as its one idea needs, never split because it reached a count."""
     too_long = []
     for path in [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").glob("*.py")]:
-        text = path.read_text(encoding="utf-8")
-        if len(text.splitlines()) > MAX_MODULE_LINES:
-            too_long.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > MAX_FUNCTION_LINES:

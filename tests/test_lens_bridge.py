@@ -16,9 +16,9 @@ from tinygpt.app.lens_bridge import (
     logit_difference,
     transformer_lens_model,
 )
-from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.errors import UserError
 from tinygpt.explain.roles import Boundaries, role_scores
+from tinygpt.files.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.model import attention_weights
 from tinygpt.tokenizer import CharTokenizer
 

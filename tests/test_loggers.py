@@ -11,12 +11,12 @@ import pytest
 import torch
 from conftest import need_extra, tiny_raw, train
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
-from tinygpt.data import load_corpus
+from tinygpt.config.run_config import from_dict
+from tinygpt.data.corpus import load_corpus
 from tinygpt.errors import UserError
-from tinygpt.metrics import read_metrics
-from tinygpt.snapshots import probe_of
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import read_metrics
+from tinygpt.files.snapshots import probe_of
 from tinygpt.training.attention_image import DARK_BLUE, GAP, MASKED, SCALE, WHITE, attention_image
 from tinygpt.training.loggers import evaluation_views, markdown_code
 

@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from tinygpt.errors import UserError
-from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
+from tinygpt.files.metrics import append_metrics, read_metrics, rewind_metrics
 
 
 def test_entries_append_line_by_line_and_a_torn_last_line_is_skipped(tmp_path):
@@ -68,7 +68,7 @@ def test_an_entry_appended_after_a_torn_one_is_kept_and_the_torn_part_dropped(tm
 SHORT_WRITE = """
 import resource, signal, sys
 from tinygpt.errors import UserError
-from tinygpt.metrics import append_metrics
+from tinygpt.files.metrics import append_metrics
 path = sys.argv[1]
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
 resource.setrlimit(resource.RLIMIT_FSIZE, (len(open(path, "rb").read()) + 10, resource.RLIM_INFINITY))

@@ -5,9 +5,9 @@ import torch
 from conftest import tiny_raw, train
 from test_distributed import ROOT, torchrun
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.training import precision
 from tinygpt.training.muon import Float32Muon, orthogonalise

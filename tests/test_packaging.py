@@ -60,7 +60,7 @@ def test_the_wheel_ships_the_top_level_configs_and_an_install_finds_them_from_an
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code = (
-        "from tinygpt.config import config_path, load_config\n"
+        "from tinygpt.config.run_config import config_path, load_config\n"
         "for given in ['cpu', 'cpu.yaml', 'configs/cpu.yaml']:\n"
         "    print(config_path(given), load_config(given).model.n_layer)\n"
     )

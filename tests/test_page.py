@@ -8,9 +8,8 @@ import shutil
 import pytest
 import torch
 
-from tinygpt.ablate import validation_means
 from tinygpt.app.cli import build_parser, main
-from tinygpt.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from tinygpt.explain.ablate import validation_means
 from tinygpt.explain.backward import STEP_LR, head_output_gradients, step_effect
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
@@ -18,6 +17,7 @@ from tinygpt.explain.page import loss_curves, page_data, render_page, write_page
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.roles import WORDS
 from tinygpt.explain.trace import trace_prompt
+from tinygpt.files.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 
 PROMPT = '<b>Tom & "J'
 
@@ -144,7 +144,7 @@ def test_page_carries_each_heads_role(odd_checkpoint):
 
 def test_a_checkpoint_without_its_corpus_gets_a_page_without_roles(tmp_path):
     from tinygpt import GPT, GPTConfig
-    from tinygpt.checkpoint import FORMAT_VERSION, write_payload
+    from tinygpt.files.checkpoint import FORMAT_VERSION, write_payload
 
     config = GPTConfig(vocab_size=3, block_size=8, n_layer=1, n_head=2, n_embd=8)
     payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": list("ab ")}

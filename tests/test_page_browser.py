@@ -15,10 +15,10 @@ import torch
 from conftest import make_corpus, tiny_raw, train
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, write_payload
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.explain.page import write_page
 from tinygpt.explain.trace import trace_prompt
+from tinygpt.files.checkpoint import FORMAT_VERSION, load_checkpoint, write_payload
 
 pytestmark = pytest.mark.slow  # headless Chromium
 

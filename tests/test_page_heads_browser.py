@@ -6,15 +6,15 @@ import test_page_browser as base
 import torch
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.ablate import ablated, validation_means
 from tinygpt.attention import attention
-from tinygpt.checkpoint import FORMAT_VERSION, load_checkpoint, read_checkpoint, write_payload
+from tinygpt.explain.ablate import ablated, validation_means
 from tinygpt.explain.backward import STEP_LR, row_backward, step_effect
 from tinygpt.explain.glyphs import glyph
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.page import write_page
 from tinygpt.explain.trace import trace_prompt
+from tinygpt.files.checkpoint import FORMAT_VERSION, load_checkpoint, read_checkpoint, write_payload
 
 pytestmark = pytest.mark.slow  # headless Chromium
 

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinygpt.config import SECTIONS, RunConfig, from_dict, load_config
-from tinygpt.data import encode_corpus
+from tinygpt.config.run_config import SECTIONS, RunConfig, from_dict, load_config
+from tinygpt.data.corpus import encode_corpus
 from tinygpt.errors import UserError
 from tinygpt.tokenizer import CharTokenizer
 

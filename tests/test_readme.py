@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from tinygpt.config import reference
+from tinygpt.config.run_config import reference
 
 USAGE = (Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text()  # the configuration reference
 

@@ -1,6 +1,6 @@
 from tinygpt import GPT, GPTConfig
-from tinygpt.checkpoint import FORMAT_VERSION, write_payload
 from tinygpt.explain.report import describe
+from tinygpt.files.checkpoint import FORMAT_VERSION, write_payload
 
 
 def test_the_vocabulary_shows_letters_as_themselves_and_escapes_only_the_invisible(tmp_path):

@@ -10,9 +10,9 @@ import yaml
 from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.training.run_dir import checked_path
 from tinygpt.training.setup import Setup
 

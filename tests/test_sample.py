@@ -8,15 +8,15 @@ import pytest
 from conftest import train
 
 from tinygpt.app.commands import sample
-from tinygpt.checkpoint import chosen_checkpoint, latest_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import chosen_checkpoint, latest_checkpoint
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     from conftest import make_corpus, tiny_raw
 
-    from tinygpt.config import from_dict
+    from tinygpt.config.run_config import from_dict
 
     root = tmp_path_factory.mktemp("sample")
     corpus = root / "corpus.txt"
@@ -141,7 +141,7 @@ def test_temperatures_and_seeds_sampling_cannot_use_are_refused_before_loading(t
 
 
 def test_the_seed_range_is_train_seeds(checkpoint):
-    from tinygpt.config import TrainSection
+    from tinygpt.config.run_config import TrainSection
 
     high = TrainSection.__dataclass_fields__["seed"].metadata["high"]
     kw = dict(max_new_tokens=5, device="cpu", out=io.StringIO())

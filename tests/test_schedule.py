@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import tiny_raw
 
-from tinygpt.config import TrainSection, from_dict
+from tinygpt.config.run_config import TrainSection, from_dict
 from tinygpt.errors import UserError
 from tinygpt.training.loop import train
 from tinygpt.training.step import lr_at

@@ -2,8 +2,8 @@ import zipfile
 
 import pytest
 
+from tinygpt.data.shakespeare import corpus_from_wheel, play_to_text
 from tinygpt.errors import UserError
-from tinygpt.shakespeare import corpus_from_wheel, play_to_text
 
 PLAY = """# Hamlet
 

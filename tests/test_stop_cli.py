@@ -9,8 +9,8 @@ import signal
 import pytest
 
 import tinygpt.app.export
-import tinygpt.files
-import tinygpt.generate
+import tinygpt.files.atomic
+import tinygpt.generation.sampling
 from tinygpt.app.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -38,7 +38,7 @@ def signal_half_way_through_a_write(monkeypatch, signum: int) -> None:
             return getattr(self.f, name)
 
     monkeypatch.setattr(
-        tinygpt.files, "open", lambda path, mode: HalfThenSignal(open(path, mode)), raising=False
+        tinygpt.files.atomic, "open", lambda path, mode: HalfThenSignal(open(path, mode)), raising=False
     )
 
 
@@ -72,7 +72,7 @@ def test_sigterm_during_an_export_leaves_no_partial_directory(odd_checkpoint, tm
 
 def test_ctrl_c_while_sampling_says_what_stopped_it(odd_checkpoint, monkeypatch, capsys, ctrl_c_handled):
     """Ctrl-C mid-stream: the text so far stays on stdout, and stderr says SIGINT stopped it."""
-    real = tinygpt.generate.sample_next
+    real = tinygpt.generation.sampling.sample_next
     drawn = []
 
     def draw_then_ctrl_c(*args, **kwargs):
@@ -81,7 +81,7 @@ def test_ctrl_c_while_sampling_says_what_stopped_it(odd_checkpoint, monkeypatch,
             signal.raise_signal(signal.SIGINT)  # as the terminal sends it for Ctrl-C
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tinygpt.generate, "sample_next", draw_then_ctrl_c)
+    monkeypatch.setattr(tinygpt.generation.sampling, "sample_next", draw_then_ctrl_c)
     code = main(["sample", "--checkpoint", str(odd_checkpoint), "--max-new-tokens", "50", "--prompt", ""])
     out, err = capsys.readouterr()
     assert code == 130

@@ -9,13 +9,13 @@ import torch
 from conftest import tiny_raw, train
 
 from tinygpt.app.cli import main
-from tinygpt.checkpoint import load_checkpoint
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.explain.roles import ROLES
 from tinygpt.explain.timeline import SAMPLE_LENGTH, first_cleared, page_timeline, timeline_table
-from tinygpt.metrics import read_metrics
-from tinygpt.snapshots import FILE_NAME, PROBE_LENGTH, read_timeline
+from tinygpt.files.checkpoint import load_checkpoint
+from tinygpt.files.metrics import read_metrics
+from tinygpt.files.snapshots import FILE_NAME, PROBE_LENGTH, read_timeline
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: extra threads only wait on each other
 

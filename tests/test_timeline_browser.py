@@ -5,7 +5,7 @@ from test_page_browser import browser, open_page  # noqa: F401 (fixtures)
 
 from tinygpt.explain.page import write_page
 from tinygpt.explain.roles import ROLES
-from tinygpt.snapshots import FILE_NAME, read_timeline
+from tinygpt.files.snapshots import FILE_NAME, read_timeline
 
 pytestmark = pytest.mark.slow  # headless Chromium
 

@@ -9,9 +9,9 @@ from conftest import tiny_raw, train
 import tinygpt.training.loop as training_loop  # where checkpoints are saved
 import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
 from tinygpt import GPT, GPTConfig, load_checkpoint
-from tinygpt.checkpoint import read_checkpoint, write_payload
-from tinygpt.config import from_dict
+from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import read_checkpoint, write_payload
 from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import out_of_memory
 from tinygpt.training.step import lr_at

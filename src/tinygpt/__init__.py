@@ -43,7 +43,7 @@ LAZY = {
     "GPT": "model",
     "GPTConfig": "model",
     "CharTokenizer": "tokenizer",
-    "load_checkpoint": "checkpoint",
+    "load_checkpoint": "files.checkpoint",
 }
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from tinygpt.config import DEVICES
+from tinygpt.config.run_config import DEVICES
 from tinygpt.errors import UserError
 
 

@@ -9,7 +9,7 @@ checkpoint maps one-to-one onto GPT-2's parameters:
 
 The LM head shares its weight with the token embedding. The model knows nothing
 of files, configs, command lines or generation loops (those are in
-tinygpt.generate, which takes a model): it takes ids and returns (logits, loss).
+tinygpt.generation.sampling, which takes a model): it takes ids and returns (logits, loss).
 
 Dropout modules are called only while training: in eval mode they are the
 identity, and during generation, where one position runs through every layer,
@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tinygpt.attention import attention, causal_mask
-from tinygpt.kv_cache import KVCache
+from tinygpt.generation.kv_cache import KVCache
 
 
 @dataclass

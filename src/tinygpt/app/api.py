@@ -13,8 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import RunConfig, load_config
+from tinygpt.config.run_config import RunConfig, load_config
 from tinygpt.errors import UserError, described
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
 from tinygpt.explain.page import page_data
@@ -27,6 +26,7 @@ from tinygpt.explain.timeline import (
 )
 from tinygpt.explain.views import ByHand, Timeline
 from tinygpt.explain.walkthrough import walkthrough_of_vectors
+from tinygpt.files.checkpoint import read_checkpoint
 
 
 def train(

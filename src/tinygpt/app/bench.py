@@ -11,7 +11,7 @@ What is measured (`benchmark`):
   most torch allocated on CUDA;
 - model FLOP utilisation (MFU): FLOPs per token × tokens/s ÷ the peak matmul
   FLOP/s measured by this same run on this device, in the precision training
-  uses (float32, or the autocast dtype); tinygpt.flops says how FLOPs are counted.
+  uses (float32, or the autocast dtype); tinygpt.training.flops says how FLOPs are counted.
 """
 
 import os
@@ -24,12 +24,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from tinygpt.config import RunConfig
+from tinygpt.config.run_config import RunConfig
 from tinygpt.device import pick_device
-from tinygpt.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak, synchronize
-from tinygpt.generate import generate, stream
+from tinygpt.generation.sampling import generate, stream
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks
+from tinygpt.training.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak, synchronize
 from tinygpt.training.setup import Setup, set_up
 
 GENERATION_LENGTHS = (100, 500, 2000)

@@ -25,7 +25,7 @@ from tinygpt.app.job_exit import (
     wait_for_rank_0_to_say_it,
 )
 from tinygpt.app.usage import Parser
-from tinygpt.config import DEVICES, shipped_configs
+from tinygpt.config.run_config import DEVICES, shipped_configs
 from tinygpt.errors import UserError
 from tinygpt.training.interrupt import stopping_like_ctrl_c
 

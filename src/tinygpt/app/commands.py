@@ -16,7 +16,7 @@ from tinygpt.errors import UserError, shown
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from tinygpt.config import load_config
+    from tinygpt.config.run_config import load_config
 
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
     if args.resume:
@@ -105,7 +105,7 @@ def sample(
 ) -> list[str]:
     """`tinygpt sample`: print num_samples continuations of prompt, character by character; return them.
 
-    ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.ablate), in ablate_mode.
+    ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.explain.ablate), in ablate_mode.
     """
     from tinygpt.app.loaded import load
     from tinygpt.app.sample import Sampling
@@ -199,7 +199,7 @@ def explain_command(args: argparse.Namespace) -> None:
 
         print(attention_by_hand(args.q, args.keys, args.values))
         return
-    from tinygpt.checkpoint import chosen_checkpoint
+    from tinygpt.files.checkpoint import chosen_checkpoint
 
     checkpoint = chosen_checkpoint(args.checkpoint)
     if checkpoint.is_dir():  # a run directory: its best checkpoint
@@ -279,7 +279,7 @@ def bench_command(args: argparse.Namespace) -> None:
     import json
 
     from tinygpt.app.bench import benchmark, format_report
-    from tinygpt.config import load_config
+    from tinygpt.config.run_config import load_config
 
     if args.steps < 1 or args.warmup < 0 or any(n < 1 for n in args.lengths):
         raise UserError("--steps and every --lengths value must be at least 1, --warmup at least 0")

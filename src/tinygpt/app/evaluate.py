@@ -24,11 +24,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from tinygpt.checkpoint import Checkpoint, read_checkpoint
-from tinygpt.config import DataSection, from_dict
-from tinygpt.data import Corpus, load_corpus
+from tinygpt.config.run_config import DataSection, from_dict
+from tinygpt.data.corpus import Corpus, load_corpus
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
 

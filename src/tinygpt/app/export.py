@@ -19,8 +19,8 @@ from pathlib import Path
 
 from tinygpt.app.hf import check_exportable, need, write_hf
 from tinygpt.app.lens_bridge import TRANSFORMER_LENS_CARD, check_directory, check_loadable
-from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from tinygpt.app.hf import character_tokenizer, check_exportable, to_gpt2
-from tinygpt.checkpoint import read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.model import GPT
 
 TOLERANCE = 1e-4  # largest |logit difference| from tinygpt's allowed, in TransformerLens

@@ -23,13 +23,12 @@ from typing import TextIO
 
 import torch
 
-from tinygpt.ablate import MODES, Head, ablated, parse_heads, validation_means
 from tinygpt.app.sample import Sampling, continuations
-from tinygpt.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
-from tinygpt.data import validation_windows
+from tinygpt.data.corpus import validation_windows
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError, described
 from tinygpt.explain import heads as scoring
+from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads, validation_means
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.circuits import circuits_table, composition, edges
 from tinygpt.explain.heatmap import attention_view
@@ -40,6 +39,7 @@ from tinygpt.explain.roles import Boundaries
 from tinygpt.explain.trace import chosen, trace_prompt
 from tinygpt.explain.views import Attention, Backward, Circuits, HeadsTable, Lens, PageData, Walkthrough
 from tinygpt.explain.walkthrough import backward_text, row_arithmetic, walk_focus, walkthrough
+from tinygpt.files.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
@@ -251,7 +251,7 @@ def _text(prompt: object) -> None:
 
 
 class _Ablation(AbstractContextManager):
-    """The heads of TinyGPT.ablate switched off while inside (see tinygpt.ablate)."""
+    """The heads of TinyGPT.ablate switched off while inside (see tinygpt.explain.ablate)."""
 
     def __init__(self, lm: TinyGPT, heads: list[Head], mode: str, hooks: AbstractContextManager):
         self.lm, self.heads, self.mode, self.hooks = lm, heads, mode, hooks

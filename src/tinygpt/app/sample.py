@@ -8,9 +8,9 @@ from typing import TextIO
 
 import torch
 
-from tinygpt.config import TrainSection
+from tinygpt.config.run_config import TrainSection
 from tinygpt.errors import UserError
-from tinygpt.generate import stream as stream_ids
+from tinygpt.generation.sampling import stream as stream_ids
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer
 

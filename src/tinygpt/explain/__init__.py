@@ -5,6 +5,8 @@ trace.py        one prompt's trip through the model, every intermediate kept
 heatmap.py      attention weights as terminal heatmaps; the next-character table
 lens.py         the logit lens: what each layer already predicts
 roles.py        the roles a head can play, one record each (name, threshold, words, score)
+ablate.py       switching heads off (zero, or the head's mean output), for importance and the page
+validation.py   the validation split a checkpoint was trained beside, checked to be its text
 heads.py        `inspect --heads`: every head's role scores, entropy and importance
 describe.py     every head in words: where it looks, at what, its entropy
 circuits.py     `inspect --circuits`: how heads compose (Q, K, V) from the weights; knockouts

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import num, quoted, vec
-from tinygpt.kv_cache import KVCache
+from tinygpt.generation.kv_cache import KVCache
 from tinygpt.model import GPT
 
 

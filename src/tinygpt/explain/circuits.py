@@ -29,7 +29,7 @@ scores near 1/√C are what chance gives (`baseline`); an induction head's K-com
 with the previous-token head it reads stands well above it.
 
 The weights say which heads could work together; `knockouts` checks that they do: it
-switches each head below the best induction head off in turn (tinygpt.ablate) and
+switches each head below the best induction head off in turn (tinygpt.explain.ablate) and
 scores that head for induction again. `inspect --circuits` prints both.
 """
 
@@ -38,11 +38,11 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.ablate import ablated
-from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.explain.ablate import ablated
 from tinygpt.explain.heads import WINDOWS, head_reports, induction_probes, scoring_text
 from tinygpt.explain.roles import Boundaries, induction_scores
+from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.model import GPT, attention_weights
 
 KINDS = ("Q", "K", "V")

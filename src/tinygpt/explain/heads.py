@@ -5,7 +5,7 @@ induction role on probes: random characters (no space, no newline), then a rando
 written twice, its copy a different distance back in each (a fixed seed). A head's
 entropy is the mean, over queries, of −Σ_j w_j·ln w_j (0: all on one position;
 ln(i + 1): spread evenly). Its importance is how much the validation loss on the same
-windows rises when that head alone is switched off (zero ablation, tinygpt.ablate); the
+windows rises when that head alone is switched off (zero ablation, tinygpt.explain.ablate); the
 induction loss, the loss on the probes' second copies, is given with each head off too.
 Each head is also described in words (tinygpt.explain.describe): where it looks, at what,
 and what switching it off costs.
@@ -19,10 +19,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from tinygpt.ablate import ablated
-from tinygpt.checkpoint import Checkpoint, read_checkpoint
-from tinygpt.data import validation_split_of, validation_windows, window_count
+from tinygpt.data.corpus import validation_windows, window_count
 from tinygpt.errors import UserError
+from tinygpt.explain.ablate import ablated
 from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
 from tinygpt.explain.roles import (
     ROLES,
@@ -34,6 +33,8 @@ from tinygpt.explain.roles import (
     probe_distances,
     scores_of,
 )
+from tinygpt.explain.validation import validation_split_of
+from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.model import GPT, attention_weights
 
 WINDOWS = 16  # validation windows scored, each block_size long

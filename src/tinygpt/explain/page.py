@@ -34,9 +34,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from tinygpt.ablate import validation_means
-from tinygpt.checkpoint import Checkpoint, read_checkpoint
 from tinygpt.errors import UserError
+from tinygpt.explain.ablate import validation_means
 from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, one_thread, step_effects
 from tinygpt.explain.circuits import page_circuits
 from tinygpt.explain.heads import page_roles
@@ -45,8 +44,9 @@ from tinygpt.explain.pca import principal_components
 from tinygpt.explain.roles import WORDS
 from tinygpt.explain.timeline import page_timeline
 from tinygpt.explain.trace import Trace, focus, trace_prompt
-from tinygpt.files import write_atomic
-from tinygpt.metrics import read_metrics
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
+from tinygpt.files.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.tokenizer import prompt_ids
 

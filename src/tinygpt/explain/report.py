@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
-from tinygpt.checkpoint import read_checkpoint
 from tinygpt.explain.glyphs import escaped
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.model import GPT
 
 

@@ -2,7 +2,7 @@
 
 Training appends one snapshot to `timeline.jsonl` in the run directory at every
 evaluation, through the `TimelineRecorder` it is handed as a listener (rank 0 only;
-`train.timeline: false` turns it off); tinygpt.snapshots has the file's format.
+`train.timeline: false` turns it off); tinygpt.files.snapshots has the file's format.
 
 `from_checkpoints` writes the same snapshots from a run's saved checkpoints, for a run
 that recorded none; `timeline_table` is what `tinygpt inspect RUN_DIR --timeline` prints.
@@ -14,18 +14,19 @@ from typing import Any
 
 import torch
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import RunConfig
-from tinygpt.data import Corpus, validation_split_of, validation_windows
+from tinygpt.config.run_config import RunConfig
+from tinygpt.data.corpus import Corpus, validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heads import REPEAT, induction_probes, repeat_loss
 from tinygpt.explain.roles import ROLES, SHORT_NAMES, THRESHOLDS, Boundaries, label, scores_of
-from tinygpt.files import write_atomic
-from tinygpt.generate import generate
-from tinygpt.metrics import read_metrics
+from tinygpt.explain.validation import validation_split_of
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import read_metrics
+from tinygpt.files.snapshots import FILE_NAME, append_snapshot, probe_of, read_timeline
+from tinygpt.generation.sampling import generate
 from tinygpt.model import GPT, attention_weights
-from tinygpt.snapshots import FILE_NAME, append_snapshot, probe_of, read_timeline
 from tinygpt.tokenizer import EMPTY_PROMPT_START, CharTokenizer
 
 SCORED_WINDOWS = 4  # validation windows the head scores are measured on

@@ -14,6 +14,7 @@ memory.py       will it fit? checked before any weight is allocated
 distributed.py  torchrun, the process group, DDP
 progress.py     where a run stands (the record --resume restores), its summary and its progress bar
 loggers.py      TensorBoard and Weights & Biases, fed at every evaluation beside metrics.jsonl
+flops.py        FLOPs per token, the matmul peak, MFU (for the summary and bench)
 attention_image.py  one layer's attention as an RGB image, for the loggers
 launch.py       tinygpt-torchrun: torchrun, ending quietly on Ctrl-C and without NumPy's warning
 """

@@ -14,7 +14,7 @@ still has the last.pt the first signal asked for, to --resume from.
 Outside the training loop (any command, while `stopping_like_ctrl_c` is active),
 SIGTERM and SIGHUP do what Ctrl-C does: they raise `Interrupted` where the
 program is, so that a file or directory half-written is removed on the way up
-(tinygpt.files, the export), where by default they would end the process on the
+(tinygpt.files.atomic, the export), where by default they would end the process on the
 spot and leave it.
 """
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from tinygpt.errors import UserError
-from tinygpt.files import write_atomic
+from tinygpt.files.atomic import write_atomic
 
 
 class RunLock:

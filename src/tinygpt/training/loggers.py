@@ -13,7 +13,7 @@ every logger switched on, before the same values go to metrics.jsonl:
               seed, from the probe's first character
     attention the probe's attention weights, one image per layer, heads side by side
               (tinygpt.training.attention_image); the probe is the timeline's
-              (train.timeline_probe, or validation text from a line start: tinygpt.snapshots)
+              (train.timeline_probe, or validation text from a line start: tinygpt.files.snapshots)
 
 Only rank 0 logs under torchrun. TensorBoard writes event files into
 <run>/tensorboard (its own writer appends them, record by record, each with a
@@ -34,12 +34,12 @@ from typing import Any, Protocol
 
 import torch
 
-from tinygpt.config import RunConfig, TrainSection
+from tinygpt.config.run_config import RunConfig, TrainSection
 from tinygpt.errors import UserError
-from tinygpt.files import write_atomic
-from tinygpt.generate import generate
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.snapshots import probe_of
+from tinygpt.generation.sampling import generate
 from tinygpt.model import GPT, attention_weights
-from tinygpt.snapshots import probe_of
 from tinygpt.tokenizer import CharTokenizer
 from tinygpt.training.attention_image import attention_image
 

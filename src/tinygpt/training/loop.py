@@ -19,12 +19,12 @@ from typing import Any, NoReturn, Protocol
 import torch
 from tqdm import tqdm
 
-from tinygpt.checkpoint import Checkpoint, build_checkpoint, read_checkpoint, save_checkpoint
-from tinygpt.config import RunConfig
-from tinygpt.data import Corpus
+from tinygpt.config.run_config import RunConfig
+from tinygpt.data.corpus import Corpus
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError, shown
-from tinygpt.metrics import read_metrics
+from tinygpt.files.checkpoint import Checkpoint, build_checkpoint, read_checkpoint, save_checkpoint
+from tinygpt.files.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch

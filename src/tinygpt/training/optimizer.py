@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.torch_version import TorchVersion
 
-from tinygpt.config import TrainSection
+from tinygpt.config.run_config import TrainSection
 from tinygpt.model import GPT
 from tinygpt.training.muon import Float32Muon
 from tinygpt.training.precision import resolve_dtype

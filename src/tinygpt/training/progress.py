@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.errors import UserError, shown
-from tinygpt.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
+from tinygpt.training.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.precision import cpu_multiplies_bfloat16
 from tinygpt.training.setup import RESUME_ADVICE, Setup
 from tinygpt.training.step import global_batch

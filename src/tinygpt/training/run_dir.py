@@ -1,13 +1,13 @@
 """A run directory, checkpoints/<run>/: what is in it, and taking it for one training run.
 
     config.yaml      the resolved config
-    metrics.jsonl    one JSON object per evaluation (tinygpt.metrics)
-    timeline.jsonl   a snapshot of every head at each evaluation (tinygpt.snapshots)
+    metrics.jsonl    one JSON object per evaluation (tinygpt.files.metrics)
+    timeline.jsonl   a snapshot of every head at each evaluation (tinygpt.files.snapshots)
     last.pt          the latest state, for --resume
     best.pt          the model at its lowest validation loss
     lock             held while a run writes here (tinygpt.training.lock)
 
-Every file here is written through tinygpt.files.write_atomic (metrics.jsonl and timeline.jsonl
+Every file here is written through tinygpt.files.atomic.write_atomic (metrics.jsonl and timeline.jsonl
 are appended).
 """
 
@@ -19,13 +19,13 @@ from typing import Any
 
 import yaml
 
-from tinygpt.checkpoint import read_checkpoint
-from tinygpt.config import RunConfig
+from tinygpt.config.run_config import RunConfig
 from tinygpt.errors import UserError, shown
-from tinygpt.files import write_atomic
-from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
-from tinygpt.snapshots import FILE_NAME as TIMELINE
-from tinygpt.snapshots import rewind_timeline
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.metrics import append_metrics, read_metrics, rewind_metrics
+from tinygpt.files.snapshots import FILE_NAME as TIMELINE
+from tinygpt.files.snapshots import rewind_timeline
 from tinygpt.training.lock import RunLock
 
 NAME_MAX = 255  # bytes in one file name, on the file systems tinygpt runs on

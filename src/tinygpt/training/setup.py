@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from tinygpt.checkpoint import Checkpoint
-from tinygpt.config import RunConfig
-from tinygpt.data import Batches, Corpus, load_corpus
+from tinygpt.config.run_config import RunConfig
+from tinygpt.data.corpus import Batches, Corpus, load_corpus
 from tinygpt.errors import UserError, shown
+from tinygpt.files.checkpoint import Checkpoint
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.memory import check_fits

@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 import torch
 
-from tinygpt.config import TrainSection, decay_steps
-from tinygpt.data import Batches
+from tinygpt.config.run_config import TrainSection, decay_steps
+from tinygpt.data.corpus import Batches
 from tinygpt.training.distributed import ONE_PROCESS, Ranks
 from tinygpt.training.precision import Precision
 

@@ -76,12 +76,12 @@ const gelu = (z) => 0.5 * z * (1 + erf(z / Math.SQRT2));
 export const headName = (layer, hd) => `${layer}.${hd}`;
 
 // each layer's mean head outputs over validation text, (n_layer, C), as --ablate-mode mean uses them
-// (tinygpt.ablate.validation_means, computed in Python when the page was written), or null
+// (tinygpt.explain.ablate.validation_means, computed in Python when the page was written), or null
 export const MEANS = DATA.means && decode(DATA.means);
 
-// mirrors tinygpt.explain.trace.trace_prompt, with tinygpt.ablate.ablated and tinygpt.explain.lens.logit_lens
+// mirrors tinygpt.explain.trace.trace_prompt, with tinygpt.explain.ablate.ablated and tinygpt.explain.lens.logit_lens
 // One prompt through the model: the same trace (layout and names) as tinygpt.explain.trace gives, with
-// the heads named in `off` switched off as tinygpt.ablate does (their slice of c_proj's input replaced:
+// the heads named in `off` switched off as tinygpt.explain.ablate does (their slice of c_proj's input replaced:
 // by 0 in mode "zero", by their mean output in mode "mean") and the logit lens: lens[layer] (T, V), the
 // logits if the model ended after that layer.
 export function forward(ids, off = new Set(), mode = "zero") {

@@ -11,7 +11,7 @@ export const state = {
   head: DATA.selection.head,
   token: DATA.selection.token,
   off: new Set(DATA.off), // the heads switched off, by headName (at first, those the page was written with)
-  mode: DATA.mode, // what a switched-off head outputs: "zero" or "mean" (tinygpt.ablate.MODES)
+  mode: DATA.mode, // what a switched-off head outputs: "zero" or "mean" (tinygpt.explain.ablate.MODES)
   backward: false, // the backward panel is open
 };
 export const chars = () => state.trace.ids.map((id) => VOCAB[id]);

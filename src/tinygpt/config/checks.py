@@ -1,7 +1,7 @@
 """One config value checked against its field: its type, its range or choices, and the words for
 what it allows (`describe`), so that a mistake is one line naming the key, the value and the rule.
 
-A field's rules are its metadata, as `tinygpt.config.setting` writes them: help, low, high,
+A field's rules are its metadata, as `tinygpt.config.run_config.setting` writes them: help, low, high,
 low_open, high_open, choices.
 """
 

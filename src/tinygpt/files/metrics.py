@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinygpt.errors import UserError, shown
-from tinygpt.files import write_atomic
+from tinygpt.files.atomic import write_atomic
 
 
 def append_metrics(path: str | Path, entry: dict[str, Any]) -> None:

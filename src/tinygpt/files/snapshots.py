@@ -19,7 +19,7 @@ JSON object:
 The head scores are tinygpt.explain.heads' roles, scored cheaply: on SCORED_WINDOWS
 evenly spaced validation windows and SCORED_PROBES induction probes, fixed ones (those
 constants, REPEAT_WINDOWS, SAMPLE_LENGTH and SAMPLE_SEED, are tinygpt.explain.timeline's). The
-file is appended, read and rewound exactly as metrics.jsonl is (tinygpt.metrics): one
+file is appended, read and rewound exactly as metrics.jsonl is (tinygpt.files.metrics): one
 write per line, a torn last line dropped with a note, and on --resume cut back to the
 step of last.pt, so that no evaluation is there twice or missing.
 
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from tinygpt.errors import UserError
-from tinygpt.metrics import append_metrics, read_metrics, rewind_metrics
+from tinygpt.files.metrics import append_metrics, read_metrics, rewind_metrics
 from tinygpt.tokenizer import CharTokenizer
 
 FILE_NAME = "timeline.jsonl"

@@ -17,7 +17,7 @@ import random
 import sys
 from pathlib import Path
 
-from tinygpt.files import write_atomic
+from tinygpt.files.atomic import write_atomic
 
 LETTERS = "abcdefghijklmnopqrst"  # 20 letters: ln 20 ≈ 3.0 nats per character of a first copy
 SHORTEST, LONGEST = 6, 30  # a string's length, uniform: copies sit 7 … 31 characters back

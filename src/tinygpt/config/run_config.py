@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from tinygpt.config_checks import check_value, describe
+from tinygpt.config.checks import check_value, describe
+from tinygpt.config.yaml_file import read_yaml
 from tinygpt.errors import UserError
-from tinygpt.yaml_file import read_yaml
 
 DEVICES = ("auto", "cpu", "cuda", "mps")  # the one list: train.device, sample --device, bench
 
@@ -31,8 +31,9 @@ DEVICES = ("auto", "cpu", "cuda", "mps")  # the one list: train.device, sample -
 def _shipped_configs_directory() -> Path:
     """Where the configs that come with tinygpt are: the checkout's top-level configs/, which an
     installed wheel carries as the package data tinygpt/configs/ (pyproject.toml maps one onto the other)."""
-    installed = Path(__file__).with_name("configs")
-    return installed if installed.is_dir() else Path(__file__).resolve().parents[2] / "configs"
+    package = Path(__file__).resolve().parents[1]  # tinygpt/
+    installed = package / "configs"
+    return installed if installed.is_dir() else package.parents[1] / "configs"
 
 
 SHIPPED_CONFIGS = _shipped_configs_directory()

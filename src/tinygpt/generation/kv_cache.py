@@ -1,6 +1,6 @@
 """The KV cache: each layer's keys and values so far, so a new position attends without recomputing them.
 
-The model's forward pass takes one (and stores into it); tinygpt.generate decides
+The model's forward pass takes one (and stores into it); tinygpt.generation.sampling decides
 when to fill, extend and refill it.
 """
 

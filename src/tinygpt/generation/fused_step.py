@@ -11,7 +11,7 @@ q, k, v cut from the projection without a permute, and every block matrix copied
 the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 products of a
 6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
 tests/test_generate.py holds it to the model's forward.
-tinygpt.generate takes it only where `usable` says nothing would be missed: nothing hooked,
+tinygpt.generation.sampling takes it only where `usable` says nothing would be missed: nothing hooked,
 no explicit attention, eval mode, float32, no autocast.
 """
 
@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from tinygpt.kv_cache import KVCache
+from tinygpt.generation.kv_cache import KVCache
 from tinygpt.model import GPT, Block, LayerNorm, one_position_gelu
 
 

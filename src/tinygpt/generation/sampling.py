@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from tinygpt import decode
-from tinygpt.kv_cache import KVCache
+from tinygpt.generation import fused_step as decode
+from tinygpt.generation.kv_cache import KVCache
 
 if TYPE_CHECKING:
     from tinygpt.model import GPT
@@ -91,7 +91,7 @@ def stream(
     """Yield the next character ids (B, 1) after idx (B, T), one step at a time, as they are sampled.
 
     With use_cache (the default) each step runs one position through the model
-    (a tinygpt.decode.Decoder, unless something watches the modules); a full cache is refilled
+    (a tinygpt.generation.fused_step.Decoder, unless something watches the modules); a full cache is refilled
     from the last block_size // 2 characters (see the module docstring). With
     use_cache=False each step re-reads the last block_size characters.
     """
@@ -104,7 +104,7 @@ def stream(
             logits = model(context[:, -block_size:], last_only=True)[0][:, -1, :]  # (B, vocab)
         elif cache.length == 0:  # a fresh or refilled cache: the whole context in one pass
             logits = model(context, cache=cache, last_only=True)[0][:, -1, :]
-        elif decoder is not None:  # the one new position, as the model computes it (tinygpt.decode)
+        elif decoder is not None:  # the one new position, as the model computes it (fused_step.py)
             logits = decoder.step(context[:, -1], cache)
         else:  # the one new position through the modules: something hooks or autocasts them
             logits = model(context[:, -1:], cache=cache, last_only=True)[0][:, -1, :]

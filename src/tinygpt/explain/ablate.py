@@ -19,9 +19,10 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.checkpoint import Checkpoint
-from tinygpt.data import validation_split_of, validation_windows
+from tinygpt.data.corpus import validation_windows
 from tinygpt.errors import UserError
+from tinygpt.explain.validation import validation_split_of
+from tinygpt.files.checkpoint import Checkpoint
 from tinygpt.model import GPT
 
 Head = tuple[int, int]  # (layer, head)

@@ -14,9 +14,9 @@ every entry plain data, so that `torch.load(..., weights_only=True)` reads it:
     optimizer        (last.pt only) the optimizer's state_dict, for --resume     .optimizer
     rng              (last.pt only) each rank's random states, rank 0 first:
                      [{"torch", "batches", and "cuda" on CUDA}, ...]            .rng
-    corpus_digest    sha256 of the corpus's ids, split as trained on (tinygpt.data.Corpus.digest):
+    corpus_digest    sha256 of the corpus's ids, split as trained on (tinygpt.data.corpus.Corpus.digest):
                      --resume checks the corpus is still that text            .corpus_digest
-    digest           sha256 of everything above, added by `save_checkpoint` (see tinygpt.integrity)
+    digest           sha256 of everything above, added by `save_checkpoint` (see tinygpt.files.integrity)
 
 Version 1 (before the typed Checkpoint) kept rank 0's random states in `rng` (a dict) and,
 for a run on several processes, every rank's in `rank_rng`; it is read as version 2. Version 2
@@ -45,10 +45,10 @@ from typing import Any
 
 import torch
 
-from tinygpt.config import ModelSection, from_dict
+from tinygpt.config.run_config import ModelSection, from_dict
 from tinygpt.errors import UserError, shown
-from tinygpt.files import write_atomic
-from tinygpt.integrity import OTHER_ADVICE, absent, digest, refusal, seal, seal_problem, unreadable
+from tinygpt.files.atomic import write_atomic
+from tinygpt.files.integrity import OTHER_ADVICE, absent, digest, refusal, seal, seal_problem, unreadable
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 

