@@ -21,14 +21,16 @@ def model() -> GPT:
     return GPT(GPTConfig(vocab_size=9, block_size=12, n_layer=2, n_head=2, n_embd=16)).eval()
 
 
+NAMES = {"q": "q", "weights": "pattern", "heads": "z"}  # what this file calls them: the hook points' names
+
+
 def autograd_of_the_full_model(m: GPT, ids: list[int], layer: int, head: int, i: int) -> dict:
     """The same loss, differentiated by autograd through the whole float64 model."""
     exact = GPT(m.config).double().eval()
     exact.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
-    with exact.explicit_attention(record=True) as records:
-        logits, _ = exact(torch.tensor([ids[: i + 1]]))
+    logits, found = exact.run_with_cache(torch.tensor([ids[: i + 1]]), names=[f"blocks.{layer}.attn.*"])
     logits.retain_grad()
-    rec = records[layer]
+    rec = {name: found[f"blocks.{layer}.attn.{site}"] for name, site in NAMES.items()}
     for name in ("q", "weights", "heads"):
         rec[name].retain_grad()
     F.cross_entropy(logits[0, i], torch.tensor(ids[i + 1])).backward()
@@ -89,9 +91,9 @@ def one_step_by_hand(
     rows = [part * c + head * d + r for part in range(3) for r in range(d)]
 
     def run():
-        with exact.explicit_attention(record=True) as records:
-            logits, _ = exact(torch.tensor([ids[: i + 1]]))
-        return records[layer]["weights"][0, head, i], F.cross_entropy(logits[0, i], torch.tensor(ids[i + 1]))
+        pattern = f"blocks.{layer}.attn.pattern"
+        logits, found = exact.run_with_cache(torch.tensor([ids[: i + 1]]), names=[pattern])
+        return found[pattern][0, head, i], F.cross_entropy(logits[0, i], torch.tensor(ids[i + 1]))
 
     before, loss = run()
     loss.backward()

@@ -97,15 +97,15 @@ def test_each_generation_reads_the_weights_as_they_are_when_it_starts():
     assert not torch.equal(before, after)
 
 
-def test_the_one_position_step_is_left_out_where_something_watches_the_modules():
+def test_the_one_position_step_is_left_out_where_a_hook_point_is_watched():
     model = small_model()
     cpu = torch.device("cpu")
     assert decode.usable(model, cpu)
-    hook = model.h[1].attn.c_proj.register_forward_pre_hook(lambda module, args: None)  # as ablation hooks
-    assert not decode.usable(model, cpu)
-    hook.remove()
-    with model.explicit_attention():
+    with model.hooks({"blocks.1.attn.z": lambda z, name: None}):  # as ablation hooks
         assert not decode.usable(model, cpu)
+    with model.hooks({"blocks.0.attn.pattern": lambda weights, name: None}):  # the explicit path
+        assert not decode.usable(model, cpu)
+    assert decode.usable(model, cpu)
     assert not decode.usable(model.train(), cpu)
     assert not decode.usable(model.eval().to(torch.bfloat16), cpu)
 

@@ -104,7 +104,10 @@ def test_zero_ablation_equals_the_model_with_that_heads_projection_columns_remov
     reference, _ = without_head_by_weights(model, 1, 2)(idx)
     assert torch.allclose(logits, reference, atol=1e-6)
     assert not torch.allclose(logits, model(idx)[0], atol=1e-3)  # it did change something, and only inside
-    with ablated(model, [(0, 0), (1, 3)]), model.explicit_attention():  # the explicit path runs it too
+    explicit = {
+        "blocks.*.attn.pattern": lambda weights, name: None
+    }  # watching the weights: the plain formula
+    with ablated(model, [(0, 0), (1, 3)]), model.hooks(explicit):  # the explicit path runs it too
         both, _ = model(idx)
     reference = without_head_by_weights(without_head_by_weights(model, 0, 0), 1, 3)(idx)[0]
     assert torch.allclose(both, reference, atol=1e-5)

@@ -65,11 +65,11 @@ def test_the_last_snapshot_holds_the_models_own_attention_and_predictions(run):
     model, tokenizer, record = load_checkpoint(run / "last.pt")
     assert record["step"] == snapshot["step"]
     ids = torch.tensor([tokenizer.encode(snapshot["probe"])])  # (1, P)
-    with torch.no_grad(), model.explicit_attention(record=True) as records:
-        logits, _ = model(ids)
-    for layer, record in enumerate(records):
+    with torch.no_grad():
+        logits, found = model.run_with_cache(ids, names=["blocks.*.attn.pattern"])
+    for layer in range(model.config.n_layer):
         for head in range(model.config.n_head):
-            weights = record["weights"][0, head]  # (P, P)
+            weights = found[f"blocks.{layer}.attn.pattern"][0, head]  # (P, P)
             stored = snapshot["attention"][layer][head]
             assert [len(row) for row in stored] == list(range(1, len(ids[0]) + 1))  # row i: i + 1 weights
             for i, row in enumerate(stored):

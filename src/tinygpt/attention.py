@@ -68,10 +68,15 @@ def attention(
     give scaled scores [0.707, 0.707, 1.414], weights [0.248, 0.248, 0.503]
     and output [1.127, 0.751].
     """
+    weights = attention_pattern(q, k, causal)  # (..., Tq, Tk)
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
+
+
+def attention_pattern(q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """The weights alone: softmax(q·kᵀ/√d), keys after each query masked out when causal; (..., Tq, Tk)."""
     scores = scaled_scores(q, k)  # (..., Tq, Tk)
     if causal:
         allowed = causal_mask(q.size(-2), k.size(-2), device=q.device)
         scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = stable_softmax(scores)  # (..., Tq, Tk)
-    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    return dropped @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
+    return stable_softmax(scores)

@@ -9,7 +9,9 @@ checkpoint maps one-to-one onto GPT-2's parameters:
 
 The LM head shares its weight with the token embedding. The model knows nothing
 of files, configs, command lines or generation loops (those are in
-tinygpt.generation.sampling, which takes a model): it takes ids and returns (logits, loss).
+tinygpt.generate, which takes a model): it takes ids and returns (logits, loss).
+Every activation a tool may read or replace passes a named hook point on its way (tinygpt.hooks,
+which lists the names); with nothing attached the model runs its fast paths.
 
 Dropout modules are called only while training: in eval mode they are the
 identity, and during generation, where one position runs through every layer,
@@ -17,16 +19,17 @@ Python's cost per call is comparable to the arithmetic (BENCHMARKS.md).
 """
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tinygpt.attention import attention, causal_mask
+from tinygpt.attention import attention_pattern, causal_mask
 from tinygpt.generation.kv_cache import KVCache
+from tinygpt.hooks import Hook, HookPoints, caught
 
 
 @dataclass
@@ -107,11 +110,12 @@ class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention: each position mixes the values of itself and earlier positions.
 
     Two paths compute the same thing: the fast path calls torch's fused
-    scaled_dot_product_attention; the explicit path calls `tinygpt.attention.attention`,
-    the formula written out, and can keep what it computed for inspection.
+    scaled_dot_product_attention; the explicit path computes the weights with
+    `tinygpt.attention.attention_pattern`, the formula written out. The explicit path runs
+    when a hook watches the weights (`blocks.L.attn.pattern`), which the fused kernel never forms.
     """
 
-    def __init__(self, config: GPTConfig, layer_index: int):
+    def __init__(self, config: GPTConfig, layer_index: int, hook_points: HookPoints):
         super().__init__()
         assert config.n_embd % config.n_head == 0, "n_embd must be divisible by n_head"
         self.c_attn = QKVProjection(config)
@@ -119,25 +123,29 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
         self.dropout = config.dropout
         self.layer_index = layer_index
-        self.explicit = False  # run the plain formula instead of the fused kernel
-        self.record: dict[str, torch.Tensor] | None = None  # filled by the explicit path when set
+        self.hook_points = hook_points
+        self.q, self.k, self.v, self.pattern, self.z = (
+            f"blocks.{layer_index}.attn.{site}" for site in ("q", "k", "v", "pattern", "z")
+        )
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         B, T, C = x.size()
+        at = self.hook_points.at
         q, k, v = self.c_attn(x)  # 3 × (B, nh, T, hs)
+        q, k, v = at(self.q, q), at(self.k, k), at(self.v, v)
         if cache is not None:
             k, v = cache.store(self.layer_index, k, v)  # (B, nh, Tk, hs): earlier positions too
         dropout_p = self.dropout if self.training else 0.0
-        if self.explicit:
-            y, weights = attention(q, k, v, causal=True, dropout_p=dropout_p)
+        if self.hook_points.watched(self.pattern):  # the plain formula, which forms the weights
+            weights = at(self.pattern, attention_pattern(q, k))  # (B, nh, T, Tk)
+            y = (F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights) @ v
         else:
-            y = self._fused(q, k, v, dropout_p)
+            y = self._fused(q, k, v, dropout_p)  # (B, nh, T, hs)
+        y = at(self.z, y)
         merged = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C): heads side by side
         out = self.c_proj(merged)  # (B, T, C)
         if self.training:  # dropout only while training (see the note at the top)
             out = self.resid_dropout(out)
-        if self.explicit and self.record is not None:
-            self.record.update(q=q, k=k, v=v, weights=weights, heads=y, out=out)
         return out
 
     @staticmethod
@@ -163,14 +171,18 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float) -
 class MLP(nn.Module):
     """The position-wise feed-forward network: n_embd → 4·n_embd → GELU → n_embd."""
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer_index: int, hook_points: HookPoints):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+        self.hook_points = hook_points
+        self.pre, self.post = f"blocks.{layer_index}.mlp.pre", f"blocks.{layer_index}.mlp.post"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.c_proj(gelu(self.c_fc(x)))  # (B, T, C)
+        at = self.hook_points.at
+        neurons = at(self.post, gelu(at(self.pre, self.c_fc(x))))  # (B, T, 4·C)
+        x = self.c_proj(neurons)  # (B, T, C)
         if self.training:  # dropout only while training (see the note at the top)
             x = self.dropout(x)
         return x
@@ -203,17 +215,24 @@ def erfc_gelu(x: torch.Tensor) -> torch.Tensor:
 class Block(nn.Module):
     """A pre-norm transformer block: attention, then MLP, each added to the residual stream."""
 
-    def __init__(self, config: GPTConfig, layer_index: int):
+    def __init__(self, config: GPTConfig, layer_index: int, hook_points: HookPoints):
         super().__init__()
         self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config, layer_index)
+        self.attn = CausalSelfAttention(config, layer_index, hook_points)
         self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
+        self.mlp = MLP(config, layer_index, hook_points)
+        self.hook_points = hook_points
+        self.names = {site: f"blocks.{layer_index}.{site}" for site in BLOCK_POINTS}
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache)
-        x = x + self.mlp(self.ln_2(x))
+        at, name = self.hook_points.at, self.names
+        x = at(name["resid_pre"], x)
+        x = at(name["resid_mid"], x + at(name["attn_out"], self.attn(at(name["ln1"], self.ln_1(x)), cache)))
+        x = at(name["resid_post"], x + at(name["mlp_out"], self.mlp(at(name["ln2"], self.ln_2(x)))))
         return x
+
+
+BLOCK_POINTS = ("resid_pre", "ln1", "attn_out", "resid_mid", "ln2", "mlp_out", "resid_post")
 
 
 class GPT(nn.Module):
@@ -225,7 +244,8 @@ class GPT(nn.Module):
         self.wte = TokenEmbedding(config.vocab_size, config.n_embd)
         self.wpe = PositionEmbedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
-        self.h = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
+        self.hook_points = HookPoints(config.n_layer)  # shared by every module: tinygpt.hooks
+        self.h = nn.ModuleList(Block(config, i, self.hook_points) for i in range(config.n_layer))
         self.ln_f = LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied: the same matrix reads and writes characters
@@ -285,14 +305,15 @@ class GPT(nn.Module):
         offset = cache.length if cache is not None else 0
         if offset + T > self.config.block_size:
             raise ValueError(f"sequence of {offset + T} exceeds block_size {self.config.block_size}")
-        x = self.wte(idx) + self.wpe(T, offset)  # (B, T, C)
+        at = self.hook_points.at
+        x = at("embed", self.wte(idx)) + at("pos_embed", self.wpe(T, offset))  # (B, T, C)
         if self.training:  # dropout only while training (see the note at the top)
             x = self.drop(x)
         for block in self.h:
             x = block(x, cache)
         if cache is not None:
             cache.advance(T)
-        x = self.ln_f(x)  # (B, T, C)
+        x = at("ln_final", self.ln_f(x))  # (B, T, C)
         if last_only:
             x = x[:, -1:, :]  # (B, 1, C)
         logits = self.lm_head(x)  # (B, T, vocab)
@@ -301,30 +322,33 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
         return logits, loss
 
-    @contextmanager
-    def explicit_attention(self, record: bool = False) -> Iterator[list[dict[str, torch.Tensor]]]:
-        """Run every attention layer through the plain formula while inside the block.
+    def hooks(self, hooks: dict[str, Hook]) -> AbstractContextManager[None]:
+        """Inside the block, each hook runs at the hook points its name matches (tinygpt.hooks):
+        `with model.hooks({"blocks.0.attn.z": fn}): model(idx)`."""
+        return self.hook_points.attached(hooks)
 
-        With record=True, the yielded list holds one dict per layer, filled by the
-        next forward pass: q, k, v (B, nh, T, hs), weights (B, nh, T, T), heads
-        (B, nh, T, hs: each head's weighted sum of values) and out (B, T, C: what
-        the layer adds to the residual stream).
-        """
-        layers = [block.attn for block in self.h]
-        records: list[dict[str, torch.Tensor]] = [{} for _ in layers]
-        for attn, rec in zip(layers, records, strict=True):
-            attn.explicit, attn.record = True, (rec if record else None)
-        try:
-            yield records
-        finally:
-            for attn in layers:
-                attn.explicit, attn.record = False, None
+    def run_with_cache(
+        self, idx: torch.Tensor, names: Iterable[str] = ("*",), **forward: object
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The logits of idx and the activations at every hook point matching `names` (patterns such
+        as 'blocks.*.attn.pattern'), by name, as computed (not detached: under no_grad as the caller
+        chooses). Extra keywords go to forward."""
+        found: dict[str, torch.Tensor] = {}
+        with self.hooks({name: caught(found) for name in self.hook_points.matching(names)}):
+            logits, _ = self(idx, **forward)
+        return logits, found
+
+    def generate(self, *args: object, **kwargs: object) -> None:
+        """nanoGPT's model.generate: here generation takes a model (the model imports no generation loop)."""
+        raise AttributeError(
+            "GPT.generate is tinygpt.generate(model, idx, max_new_tokens, temperature=1.0, top_k=None) "
+            "here: generation takes a model (docs/usage.md, 'Generating from Python')"
+        )
 
 
 @torch.no_grad()
 def attention_weights(model: GPT, ids: torch.Tensor) -> list[torch.Tensor]:
-    """Every layer's attention weights on ids (N, T), from the explicit path: (N, nh, T, T) each."""
+    """Every layer's attention weights on ids (N, T), through the hook points: (N, nh, T, T) each."""
     model.eval()
-    with model.explicit_attention(record=True) as records:
-        model(ids)
-    return [record["weights"].float() for record in records]
+    _, found = model.run_with_cache(ids, names=["blocks.*.attn.pattern"])
+    return [found[f"blocks.{layer}.attn.pattern"].float() for layer in range(model.config.n_layer)]

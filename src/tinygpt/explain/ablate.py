@@ -1,15 +1,14 @@
 """Switching attention heads off: what the model does without them.
 
-A layer's heads are concatenated, (B, T, nh·hs), and read by one projection,
-c_proj. Head h of that layer is the slice [h·hs, (h+1)·hs) of c_proj's input, so
-switching it off is replacing that slice before c_proj reads it:
+Each head's output, the hook point `blocks.L.attn.z` (B, nh, T, hs), is what c_proj reads
+(the heads side by side), so switching head h off is replacing z[:, h] before c_proj reads it:
 
     zero   the head's output becomes 0: it adds nothing but c_proj's bias;
     mean   the head's output becomes its mean over validation text: it adds what it
            adds on average, so only what it does for this particular context is lost.
 
-A forward pre-hook on c_proj does the replacement, so the model's own forward pass,
-fast path or explicit, runs unchanged around it. tinygpt.load(...).ablate is what `--ablate`
+A hook on that point does the replacement, so the model's own forward pass, fast path or
+explicit, runs unchanged around it. tinygpt.load(...).ablate is what `--ablate`
 and `--ablate-mode` of sample, inspect and explain give.
 """
 
@@ -48,25 +47,21 @@ def parse_heads(text: str, n_layer: int, n_head: int) -> list[Head]:
 
 @torch.no_grad()
 def mean_head_outputs(model: GPT, windows: torch.Tensor) -> list[torch.Tensor]:
-    """Each layer's mean c_proj input over every position of windows (N, T): (nh·hs,) per layer."""
-    sums: list[torch.Tensor] = [torch.zeros(model.config.n_embd) for _ in model.h]
+    """Each layer's mean head outputs over every position of windows (N, T), the heads side by side as
+    c_proj reads them: (nh·hs,) per layer."""
+    sums: dict[str, torch.Tensor] = {}
 
-    def catch(layer: int):
-        def hook(module, args):
-            sums[layer] += args[0].double().sum(dim=(0, 1)).float().cpu()
+    def add(z: torch.Tensor, name: str) -> None:  # z (N, nh, T, hs)
+        sums[name] = z.double().sum(dim=(0, 2)).flatten().float().cpu()  # (nh·hs,)
 
-        return hook
-
-    hooks = [block.attn.c_proj.register_forward_pre_hook(catch(i)) for i, block in enumerate(model.h)]
     was_training = model.training
     model.eval()
     try:
-        model(windows)
+        with model.hooks({"blocks.*.attn.z": add}):
+            model(windows)
     finally:
-        for hook in hooks:
-            hook.remove()
         model.train(was_training)
-    return [s / windows.numel() for s in sums]
+    return [sums[f"blocks.{layer}.attn.z"] / windows.numel() for layer in range(model.config.n_layer)]
 
 
 @contextmanager
@@ -78,37 +73,28 @@ def ablated(
         raise UserError(f"--ablate-mode {mode!r}: use one of {', '.join(MODES)}")
     if mode == "mean" and means is None:
         raise ValueError("mean ablation needs the heads' mean outputs (mean_head_outputs)")
-    hs = model.config.head_size
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
 
     def replace(layer: int, off: list[int]):
-        def hook(module, args):
-            merged = args[0].clone()  # (B, T, C): the heads side by side
+        def hook(z: torch.Tensor, name: str) -> torch.Tensor:
+            z = z.clone()  # (B, nh, T, hs)
             for h in off:
-                part = slice(h * hs, (h + 1) * hs)
-                merged[..., part] = 0.0 if mode == "zero" else means[layer][part].to(merged)
-            return (merged,)
+                z[:, h] = 0.0 if mode == "zero" else means[layer].view(z.size(1), -1)[h].to(z)
+            return z
 
         return hook
 
-    hooks = [
-        model.h[layer].attn.c_proj.register_forward_pre_hook(replace(layer, off))
-        for layer, off in by_layer.items()
-    ]
-    try:
+    with model.hooks({f"blocks.{layer}.attn.z": replace(layer, off) for layer, off in by_layer.items()}):
         yield
-    finally:
-        for hook in hooks:
-            hook.remove()
 
 
 MEAN_WINDOWS = 16  # validation windows (each block_size long) that --ablate-mode mean averages over
 
 
 def validation_means(model: GPT, saved: Checkpoint, checkpoint: str | Path) -> list[torch.Tensor]:
-    """What --ablate-mode mean puts in a head's place: each layer's mean c_proj input, (nh·hs,) per
+    """What --ablate-mode mean puts in a head's place: each layer's mean head outputs, (nh·hs,) per
     layer, over MEAN_WINDOWS windows of the validation text the checkpoint was trained on."""
     block = model.config.block_size
     val = validation_split_of(saved, block, checkpoint)

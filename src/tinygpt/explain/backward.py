@@ -22,7 +22,6 @@ weights of row i.
 import copy
 import math
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +30,7 @@ import torch.nn.functional as F
 from tinygpt.errors import UserError
 from tinygpt.explain.glyphs import num, quoted, vec
 from tinygpt.generation.kv_cache import KVCache
+from tinygpt.hooks import caught
 from tinygpt.model import GPT
 
 
@@ -58,16 +58,15 @@ def row_backward(model: GPT, ids: list[int], layer: int, head: int, i: int) -> R
     """The gradients of the loss at position i (predicting ids[i + 1]) for one head, in float64."""
     exact = copy.deepcopy(model).double().eval()
     idx = torch.tensor([ids[: i + 1]], device=exact.wte.weight.device)  # later characters do not matter
-    with exact.explicit_attention(record=True) as records:
-        logits, _ = exact(idx)
-    heads = records[layer]["heads"]  # (1, nh, n, d): every head's output
+    logits, found = exact.run_with_cache(idx, names=[f"blocks.{layer}.attn.*"])
+    at = {site: found[f"blocks.{layer}.attn.{site}"] for site in ("q", "k", "v", "pattern", "z")}
+    heads = at["z"]  # (1, nh, n, d): every head's output
     heads.retain_grad()
     target = ids[i + 1]
     loss = F.cross_entropy(logits[0, i], torch.tensor(target, device=logits.device))
     loss.backward()
-    rec = records[layer]
-    q, k, v = rec["q"][0, head, i].detach(), rec["k"][0, head].detach(), rec["v"][0, head].detach()
-    w = rec["weights"][0, head, i].detach()  # (n,)
+    q, k, v = at["q"][0, head, i].detach(), at["k"][0, head].detach(), at["v"][0, head].detach()
+    w = at["pattern"][0, head, i].detach()  # (n,)
     g = heads.grad[0, head, i]  # (d,)
     dw = v @ g  # (n,)
     ds = w * (dw - (w * dw).sum())
@@ -103,15 +102,18 @@ def head_output_gradients(model: GPT, ids: list[int]) -> torch.Tensor:
     exact = copy.deepcopy(model).double().eval()
     device = exact.wte.weight.device
     prompt = torch.tensor([ids], device=device)  # (1, T)
-    with torch.no_grad(), exact.explicit_attention(record=True) as full:
-        exact(prompt)
+    layers = range(exact.config.n_layer)
+    with torch.no_grad():
+        _, full = exact.run_with_cache(prompt, names=["blocks.*.attn.k", "blocks.*.attn.v"])
+    keys_values = [(full[f"blocks.{layer}.attn.k"], full[f"blocks.{layer}.attn.v"]) for layer in layers]
     rows = []
     for i in one_thread(range(len(ids) - 1)):
-        cache = fixed_cache(exact, [(rec["k"], rec["v"]) for rec in full], i)
-        with exact.explicit_attention(record=True) as records:
-            logits, _ = exact(prompt[:, i : i + 1], cache=cache)  # (1, 1, vocab)
-        loss = F.cross_entropy(logits[0, 0], prompt[0, i + 1])
-        grads = torch.autograd.grad(loss, [rec["heads"] for rec in records])  # each (1, nh, 1, hs)
+        cache = fixed_cache(exact, keys_values, i)
+        logits, found = exact.run_with_cache(prompt[:, i : i + 1], names=["blocks.*.attn.z"], cache=cache)
+        loss = F.cross_entropy(logits[0, 0], prompt[0, i + 1])  # logits (1, 1, vocab)
+        grads = torch.autograd.grad(
+            loss, [found[f"blocks.{layer}.attn.z"] for layer in layers]
+        )  # (1, nh, 1, hs)
         rows.append(torch.stack([g[0, :, 0] for g in grads]))  # (n_layer, nh, hs)
     c = exact.config
     if not rows:
@@ -179,8 +181,7 @@ def step_effects(
     for i in positions:
         idx = torch.tensor([ids[: i + 1]], device=device)  # later characters do not matter
         target = torch.tensor(ids[i + 1], device=device)
-        with exact.explicit_attention(record=True) as records, block_inputs(exact) as entering:
-            logits, _ = exact(idx)
+        logits, found = exact.run_with_cache(idx, names=["blocks.*.attn.pattern", "blocks.*.resid_pre"])
         loss = F.cross_entropy(logits[0, i], target)
         grads = dict(zip(params, torch.autograd.grad(loss, params), strict=True))
         for layer, head in heads:
@@ -189,33 +190,21 @@ def step_effects(
             with torch.no_grad():
                 for p, _ in kept:
                     p[rows] -= lr * grads[p][rows]
-                with exact.explicit_attention(record=True) as stepped:
-                    logits_after = logits_from(exact, entering[layer].detach(), layer)
+                pattern, stepped = f"blocks.{layer}.attn.pattern", {}
+                with exact.hooks({pattern: caught(stepped)}):
+                    entering = found[f"blocks.{layer}.resid_pre"].detach()
+                    logits_after = logits_from(exact, entering, layer)
                 for p, rows_before in kept:
                     p[rows] = rows_before
             yield StepEffect(
                 layer,
                 head,
                 i,
-                records[layer]["weights"][0, head, i].detach().cpu(),
-                stepped[layer]["weights"][0, head, i].cpu(),
+                found[pattern][0, head, i].detach().cpu(),
+                stepped[pattern][0, head, i].cpu(),
                 loss.item(),
                 F.cross_entropy(logits_after[0, i], target).item(),
             )
-
-
-@contextmanager
-def block_inputs(model: GPT) -> Iterator[list[torch.Tensor]]:
-    """Inside the block, the list fills with the residual stream entering each block (B, T, C)."""
-    streams: list[torch.Tensor] = []
-    hooks = [
-        block.register_forward_pre_hook(lambda module, args: streams.append(args[0])) for block in model.h
-    ]
-    try:
-        yield streams
-    finally:
-        for hook in hooks:
-            hook.remove()
 
 
 def logits_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:

@@ -17,14 +17,10 @@ from tinygpt.tokenizer import CharTokenizer
 def logit_lens(model: GPT, ids: list[int]) -> torch.Tensor:
     """(n_layer, T, vocab): the logits each layer's residual stream gives through ln_f and lm_head."""
     model.eval()
-    streams: list[torch.Tensor] = []
-    catch = lambda module, args, out: streams.append(out[0])  # noqa: E731  (T, C): the one prompt
-    hooks = [block.register_forward_hook(catch) for block in model.h]
-    try:
-        model(torch.tensor([ids], device=model.wte.weight.device))
-    finally:
-        for hook in hooks:
-            hook.remove()
+    _, found = model.run_with_cache(
+        torch.tensor([ids], device=model.wte.weight.device), ["blocks.*.resid_post"]
+    )
+    streams = [found[f"blocks.{layer}.resid_post"][0] for layer in range(model.config.n_layer)]  # (T, C) each
     return torch.stack([model.lm_head(model.ln_f(x)) for x in streams])  # (L, T, vocab)
 
 

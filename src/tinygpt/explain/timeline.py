@@ -92,11 +92,11 @@ class Recorder:
         """Every head's attention rows on the probe, and the top-5 next characters at each position."""
         model.eval()
         ids = self.probe_ids.to(model.wte.weight.device).view(1, -1)  # (1, P)
-        with model.explicit_attention(record=True) as records:
-            logits, _ = model(ids)  # (1, P, vocab)
+        logits, found = model.run_with_cache(ids, names=["blocks.*.attn.pattern"])  # logits (1, P, vocab)
         attention = []
-        for record in records:
-            weights = torch.round(record["weights"][0].double().cpu(), decimals=DECIMALS)  # (nh, P, P)
+        for layer in range(model.config.n_layer):
+            pattern = found[f"blocks.{layer}.attn.pattern"][0]  # (nh, P, P)
+            weights = torch.round(pattern.double().cpu(), decimals=DECIMALS)
             attention.append([[row[: i + 1] for i, row in enumerate(head.tolist())] for head in weights])
         probs = torch.softmax(logits[0].float(), dim=-1).cpu()  # (P, vocab)
         best = torch.topk(probs, min(TOP, probs.size(-1)), dim=-1)

@@ -1,9 +1,9 @@
 """Run one prompt through a model and keep every number on the way to the logits that the views show.
 
-The forward pass is the model's own: its explicit attention path (the plain
-formula in tinygpt.attention) records q, k, v, the weights, each head's output
-and what each layer adds to the residual stream; forward hooks on the embeddings
-and on each block's first layer norm catch the rest.
+The forward pass is the model's own, read at its named hook points (tinygpt.hooks): the
+embeddings, the stream entering each block and its layer norm, q, k, v, the weights (which
+run attention through the plain formula in tinygpt.attention), each head's output and what
+each layer adds to the residual stream.
 """
 
 from dataclasses import dataclass
@@ -44,39 +44,31 @@ class Trace:
 def trace_prompt(model: GPT, ids: list[int]) -> Trace:
     """Every intermediate the views need, from one forward pass of `ids` (at most block_size of them)."""
     model.eval()
-    caught: dict[str, torch.Tensor] = {}
-    hooks = [
-        model.wte.register_forward_hook(lambda m, args, out: caught.__setitem__("tok", out)),
-        model.wpe.register_forward_hook(lambda m, args, out: caught.__setitem__("pos", out)),
-    ]
-    for i, block in enumerate(model.h):
-        hooks.append(block.ln_1.register_forward_hook(_catch_norm(caught, i)))
     idx = torch.tensor([ids], device=model.wte.weight.device)  # (1, T)
-    try:
-        with model.explicit_attention(record=True) as records:
-            logits, _ = model(idx)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    logits, found = model.run_with_cache(idx, names=TRACED)
     layers = []
-    for i, (block, rec) in enumerate(zip(model.h, records, strict=True)):
-        heads = rec["heads"][0]  # (nh, T, hs)
+    for i, block in enumerate(model.h):
+        at = {site: found[f"blocks.{i}.{site}"][0] for site in TRACED_SITES}
         layers.append(
             LayerTrace(
-                resid=caught[f"resid{i}"][0],
-                ln_1=caught[f"ln_1{i}"][0],
-                q=rec["q"][0],
-                k=rec["k"][0],
-                v=rec["v"][0],
-                weights=rec["weights"][0],
-                heads=heads,
-                contrib=head_contributions(block.attn.c_proj.weight, heads),
-                out=rec["out"][0],
+                resid=at["resid_pre"],
+                ln_1=at["ln1"],
+                q=at["attn.q"],
+                k=at["attn.k"],
+                v=at["attn.v"],
+                weights=at["attn.pattern"],
+                heads=at["attn.z"],
+                contrib=head_contributions(block.attn.c_proj.weight, at["attn.z"]),
+                out=at["attn_out"],
             )
         )
     return Trace(
-        ids=list(ids), tok_emb=caught["tok"][0], pos_emb=caught["pos"], layers=layers, logits=logits[0]
+        ids=list(ids), tok_emb=found["embed"][0], pos_emb=found["pos_embed"], layers=layers, logits=logits[0]
     )
+
+
+TRACED_SITES = ("resid_pre", "ln1", "attn.q", "attn.k", "attn.v", "attn.pattern", "attn.z", "attn_out")
+TRACED = ["embed", "pos_embed", *(f"blocks.*.{site}" for site in TRACED_SITES)]
 
 
 def head_contributions(proj_weight: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
@@ -88,14 +80,6 @@ def head_contributions(proj_weight: torch.Tensor, heads: torch.Tensor) -> torch.
     nh, T, hs = heads.shape
     slices = proj_weight.view(-1, nh, hs).transpose(0, 1)  # (nh, C, hs): head h's columns
     return heads @ slices.transpose(1, 2)  # (nh, T, C)
-
-
-def _catch_norm(caught: dict[str, torch.Tensor], layer: int):
-    def hook(module, args, out):
-        caught[f"resid{layer}"] = args[0]
-        caught[f"ln_1{layer}"] = out
-
-    return hook
 
 
 def chosen(value: int | None, count: int, what: str) -> list[int]:

@@ -1,9 +1,9 @@
 """One new position through a GPT and its KV cache, in as few calls as the arithmetic needs.
 
 tinygpt.model's forward pass is the definition: any number of positions, (B, T, C) shapes,
-through the modules, where the explain tools and ablation hook in. For one new position a
-row (a cached generation step at batch 1) the arithmetic is small and the cost is elsewhere
-(BENCHMARKS.md): at nanoGPT's CPU-recipe size the calls, microseconds each; at 6 × 384
+through the modules and their named hook points, where the explain tools and ablation hook in.
+For one new position a row (a cached generation step at batch 1) the arithmetic is small and
+the cost is elsewhere (BENCHMARKS.md): at nanoGPT's CPU-recipe size the calls, microseconds each; at 6 × 384
 reading the 43 MB of weights, once a character. A `Decoder` is made once a generation and
 does the same arithmetic on the same values: rows (B, C) instead of (B, 1, C), no module
 calls or attribute look-ups inside the step, each residual added inside its matmul (addmm),
@@ -12,7 +12,8 @@ the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 pr
 6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
 tests/test_generate.py holds it to the model's forward.
 tinygpt.generation.sampling takes it only where `usable` says nothing would be missed: nothing hooked,
-no explicit attention, eval mode, float32, no autocast.
+eval mode, float32, no autocast. (torch's own module hooks, which tinygpt's tools do not use, are not
+seen here: read or replace activations through the named hook points.)
 """
 
 from typing import NamedTuple
@@ -28,9 +29,7 @@ def usable(model: GPT, device: torch.device) -> bool:
     """Whether a Decoder computes what model(idx, cache=…) computes: the model as it is, unwatched."""
     if model.training or torch.is_autocast_enabled(device.type):
         return False
-    if any(block.attn.explicit for block in model.h):
-        return False
-    if any(m._forward_hooks or m._forward_pre_hooks for m in model.modules()):  # ablation, trace
+    if model.hook_points.active:  # a tool reads or replaces an activation (tinygpt.hooks)
         return False
     return all(p.dtype == torch.float32 for p in model.parameters())
 
