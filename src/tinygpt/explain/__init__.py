@@ -7,6 +7,8 @@ lens.py         the logit lens: what each layer already predicts
 roles.py        the roles a head can play, one record each (name, threshold, words, score)
 heads.py        `inspect --heads`: every head's role scores, entropy and importance
 describe.py     every head in words: where it looks, at what, its entropy
+dictionary.py   a TopK sparse autoencoder of a layer's activations (a dictionary of features), its training
+explanations.py any unit (neuron, feature) in words, from where it fires in the text; its top contexts
 circuits.py     `inspect --circuits`: how heads compose (Q, K, V) from the weights; knockouts
 timeline.py     `inspect --timeline`: each head's role at every evaluation; the recorder training is handed
 walkthrough.py  `tinygpt explain`: one character through one head, every number printed
