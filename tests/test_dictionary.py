@@ -164,3 +164,5 @@ def test_training_stops_when_the_batches_run_out_and_refuses_none(one_thread):
     assert record["steps"] == 3 and record["tokens"] == 3 * 512
     with pytest.raises(ValueError, match="at least one batch"):
         train_dictionary([], D, 32, 2, steps=10)
+    with pytest.raises(ValueError, match=r"shape \(B, 32\), got \(4, 8\)"):
+        train_dictionary([torch.zeros(4, 8)], D, 32, 2, steps=10)
