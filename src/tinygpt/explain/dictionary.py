@@ -95,9 +95,10 @@ class TopKDictionary(nn.Module):
     def decode_top(self, values: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         """Scaled reconstruction from k values and indices per row: (N, k), (N, k) -> (N, d).
 
-        A weighted sum of k gathered decoder rows (embedding_bag). Measured single-threaded
-        at N 4096, n 1024, d 128, k 16 it is about 20 times faster than scattering into
-        (N, n) and multiplying densely, and its backward touches only the rows used.
+        A weighted sum of k gathered decoder rows (embedding_bag), chosen over scattering into
+        (N, n) and a dense matmul because it does k·d work per row instead of n·d: measured
+        single-threaded at n 1024, k 16, it is over an order of magnitude faster, and its
+        backward touches only the rows used.
         """
         return F.embedding_bag(indices, self.W_dec, per_sample_weights=values, mode="sum") + self.b_dec
 
