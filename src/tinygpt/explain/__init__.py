@@ -9,6 +9,8 @@ ablate.py       switching heads off (zero, or the head's mean output), for impor
 validation.py   the validation split a checkpoint was trained beside, checked to be its text
 heads.py        `inspect --heads`: every head's role scores, entropy and importance
 describe.py     every head in words: where it looks, at what, its entropy
+dictionary.py   a TopK sparse autoencoder of a layer's activations (a dictionary of features), its training
+explanations.py any unit (neuron, feature) in words, from where it fires in the text; its top contexts
 circuits.py     `inspect --circuits`: how heads compose (Q, K, V) from the weights; knockouts
 timeline.py     `inspect --timeline`: each head's role at every evaluation; the recorder training is handed
 walkthrough.py  `tinygpt explain`: one character through one head, every number printed
