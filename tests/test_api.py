@@ -105,6 +105,21 @@ def test_attention_holds_every_heads_weights(odd_checkpoint):
     assert view.logits.shape == (len(PROMPT), tinygpt.load(odd_checkpoint).tokenizer.vocab_size)
 
 
+def test_a_cache_of_a_prompt_and_hooks_on_every_call_are_the_models(odd_checkpoint):
+    lm = tinygpt.load(odd_checkpoint)
+    logits, cache = lm.run_with_cache(PROMPT, "blocks.*.attn.pattern")
+    assert sorted(cache) == ["blocks.0.attn.pattern", "blocks.1.attn.pattern"]
+    assert torch.allclose(torch.stack([cache[n][0] for n in sorted(cache)]), lm.attention(PROMPT).weights)
+    assert torch.allclose(logits[0], lm.attention(PROMPT).logits, atol=1e-5)
+    with lm.hooks({"blocks.0.attn.z": lambda z, name: torch.zeros_like(z)}):  # both heads of layer 0 off
+        off = lm.sample(PROMPT, max_new_tokens=30, temperature=0)
+    with lm.ablate("0.0,0.1"):
+        assert lm.sample(PROMPT, max_new_tokens=30, temperature=0) == off
+    assert not lm.model.hook_points.active
+    with pytest.raises(tinygpt.UserError, match="no hook point is called 'mlp'"):
+        lm.run_with_cache(PROMPT, ["mlp"])
+
+
 @pytest.mark.parametrize(
     "call, argv",
     [

@@ -10,6 +10,8 @@ every way the commands look inside, each returning numbers that also show themse
     lm.walkthrough("To be", layer=1, head=0)    # explain
     lm.backward("To be", layer=1, head=0)       # explain --backward
     lm.circuits()                               # inspect --circuits
+    lm.run_with_cache("To be", "blocks.*.mlp.post")  # any activation, by its hook point's name
+    with lm.hooks({"blocks.1.attn.z": fn}): ...  # read or replace one while anything runs
 
 The commands call these, so a notebook and the command line give the same numbers, and the
 same one-line UserError for a bad argument (it names the command's option, e.g. --token).
@@ -40,6 +42,7 @@ from tinygpt.explain.trace import chosen, trace_prompt
 from tinygpt.explain.views import Attention, Backward, Circuits, HeadsTable, Lens, PageData, Walkthrough
 from tinygpt.explain.walkthrough import backward_text, row_arithmetic, walk_focus, walkthrough
 from tinygpt.files.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
+from tinygpt.hooks import Hook
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
@@ -85,6 +88,23 @@ class TinyGPT:
         sampling = Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
         ids = self.to_tokens(prompt)
         return continuations(self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream)
+
+    def run_with_cache(
+        self, prompt: str, names: str | list[str] = "*"
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The logits (1, T, vocab) of prompt and the activations at the hook points matching `names`
+        (a name or pattern, or a list: 'blocks.*.attn.pattern'; tinygpt.hooks lists them), by name, each
+        with its batch axis of 1."""
+        _text(prompt)
+        patterns = [names] if isinstance(names, str) else names
+        idx = torch.tensor([self.to_tokens(prompt)], device=self.model.wte.weight.device)  # (1, T)
+        with torch.no_grad():
+            return self.model.run_with_cache(idx, names=patterns)
+
+    def hooks(self, hooks: dict[str, Hook]) -> AbstractContextManager[None]:
+        """Inside the block every call (sample, attention, …) runs with these hooks: {name: fn}, where
+        fn(activation, name) returns None to read it or a tensor to put in its place (tinygpt.hooks)."""
+        return self.model.hooks(hooks)
 
     def attention(self, prompt: str, layer: int | None = None, head: int | None = None) -> Attention:
         """Every head's attention weights on prompt (text: the chosen layer's and head's heatmaps, all by
