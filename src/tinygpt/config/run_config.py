@@ -404,6 +404,19 @@ def _check_together(config: RunConfig, file: str, overrides: list[str]) -> None:
         )
 
 
+def warnings_of(config: RunConfig) -> list[str]:
+    """What a config allows but a user most likely did not mean: said before training, which goes on."""
+    t, said = config.train, []
+    if t.warmup_iters >= t.max_iters:
+        reached = t.learning_rate * t.max_iters / (t.warmup_iters + 1)  # lr_at(max_iters - 1)
+        said.append(
+            f"train.warmup_iters = {t.warmup_iters} is not below train.max_iters = {t.max_iters}: the "
+            f"learning rate only warms up, to {reached:.2e} of train.learning_rate's {t.learning_rate:.2e}, "
+            "and never decays; lower train.warmup_iters (nanoGPT warms up for 2-10% of the steps)"
+        )
+    return said
+
+
 def decay_steps(t: TrainSection) -> int:
     """wsd: how many of the last steps decay the learning rate (at least one)."""
     return max(1, round(t.decay_fraction * t.max_iters))

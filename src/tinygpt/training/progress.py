@@ -3,6 +3,7 @@ before the first step, and the progress bar (loss, learning rate, tokens/s and M
 """
 
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from tinygpt.config.run_config import warnings_of
 from tinygpt.errors import UserError, shown
 from tinygpt.training.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.precision import cpu_multiplies_bfloat16
@@ -128,6 +130,8 @@ def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
         f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
         f"{f', resuming at step {step}' if step else ''}; run directory {shown(run_dir)}"
     )
+    for warning in warnings_of(setup.config):  # the run goes on
+        print(f"warning: {warning}", file=sys.stderr)
     if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
         print(
             "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "
