@@ -301,3 +301,20 @@ def test_resuming_on_other_text_of_the_same_characters_is_refused_and_an_older_c
         "does not record which text it was trained on (saved by an older tinygpt)" in capsys.readouterr().err
     )
     assert read_checkpoint(last).corpus_digest is not None  # saved again: recorded from now on
+
+
+def test_the_bar_says_what_holds_it_the_evaluation_and_the_compiling_first_step(
+    corpus_file, tmp_path, capsys, monkeypatch
+):
+    """A bar standing still at 0 steps (the step-0 evaluation, torch.compile's first step) says why.
+    torch.compile is made to return the model as it is: what is tested is the words, not the compiler."""
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=4, eval_interval=2, compile=True)
+    train(from_dict(raw), progress=True)
+    bar = capsys.readouterr().err
+    assert "evaluating step 0 (4 batches a split)" in bar and "evaluating step 4 (4 batches a split)" in bar
+    assert bar.count("compiling the model (first step)") >= 1
+    assert bar.index("evaluating step 0") < bar.index("compiling the model") < bar.index("evaluating step 2")
+    eager = tiny_raw(corpus_file, tmp_path / "eager", max_iters=4, eval_interval=2)
+    train(from_dict(eager), progress=True)
+    assert "compiling" not in capsys.readouterr().err

@@ -81,6 +81,8 @@ class Bar:
         self.tqdm.close()  # so that an error line starts on a line of its own
 
     def stepped(self) -> None:
+        if self.tqdm.desc:  # what held the bar (compiling) is over
+            self.tqdm.set_description("", refresh=False)
         self.tqdm.update(1)
         self.steps += 1
 
