@@ -230,3 +230,12 @@ def test_a_score_just_below_its_threshold_is_not_shown_at_it():
     cells = timeline_table(snapshots).splitlines()[1].split()[3:]
     assert cells == ["induct", "0.39", "induct*0.40", "induct", "0.29", "induct*0.44"]
     assert first_cleared(snapshots)["induction"] == [(0, 0, 1), (0, 1, 1)]
+
+
+def test_from_checkpoints_counts_one_snapshot_in_the_singular(corpus_file, tmp_path, capsys):
+    train(from_dict(tiny_raw(corpus_file, tmp_path / "bare", max_iters=20, timeline=False)), progress=False)
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "bare"), "--timeline", "--from-checkpoints"]) == 0
+    assert (
+        f"wrote {tmp_path / 'bare' / FILE_NAME}: 1 snapshot from its checkpoints\n" in capsys.readouterr().err
+    )

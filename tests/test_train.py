@@ -318,3 +318,16 @@ def test_the_bar_says_what_holds_it_the_evaluation_and_the_compiling_first_step(
     eager = tiny_raw(corpus_file, tmp_path / "eager", max_iters=4, eval_interval=2)
     train(from_dict(eager), progress=True)
     assert "compiling" not in capsys.readouterr().err
+
+
+def test_resuming_with_another_model_shape_names_only_the_keys_that_differ(corpus_file, tmp_path):
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=2, eval_interval=2)
+    train(from_dict(raw), progress=False)
+    raw["model"] |= {"n_embd": 64, "n_layer": 3}
+    with pytest.raises(UserError) as caught:
+        train(from_dict(raw), resume=True, progress=False)
+    assert str(caught.value) == (
+        f"--resume: the config's model differs from the one in {tmp_path / 'run' / 'last.pt'} "
+        "(model.n_layer: 2 in the run, 3 in the config, model.n_embd: 32 in the run, 64 in the config); "
+        "resume with the run's own config.yaml"
+    )
