@@ -131,3 +131,42 @@ def test_config_help_names_the_shipped_configs(capsys, command):
         "a YAML config file, or a shipped config by name: cpu, cpu_quick, induction, shakespeare_char, tiny"
         in help_text
     )
+
+
+NANOGPT_HABITS = {
+    "key-as-option": (
+        ["--max_iters=20"],
+        "--max_iters=20; config keys are set with --set, e.g. --set train.max_iters=20",
+    ),
+    "value-after-it": (
+        ["--n_layer", "3"],
+        "--n_layer; config keys are set with --set, e.g. --set model.n_layer=3",
+    ),
+    "flag-alone": (["--compile"], "--compile; config keys are set with --set, e.g. --set train.compile=true"),
+    "alias": (
+        ["--lr=1e-3"],
+        "--lr=1e-3; config keys are set with --set, e.g. --set train.learning_rate=1e-3",
+    ),
+    "list": (
+        ["--beta2=0.95"],
+        "--beta2=0.95; config keys are set with --set, e.g. "
+        "--set 'train.betas=[0.9, 0.95]' (a list: [beta1, beta2])",
+    ),
+}
+
+
+@pytest.mark.parametrize("args, said", NANOGPT_HABITS.values(), ids=list(NANOGPT_HABITS))
+def test_a_config_key_typed_as_an_option_is_shown_as_its_set(capsys, args, said):
+    """nanoGPT's train.py takes `--max_iters=20` and `--compile`; tinygpt shows the --set that means it."""
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "--config", "cpu_quick", *args])
+    assert exited.value.code == 2
+    assert one_error_line(capsys.readouterr().err) == f"error: tinygpt train has no option {said}"
+
+
+def test_an_option_that_is_no_config_key_still_gets_the_nearest_option(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--config", "cpu_quick", "--quite"])
+    assert one_error_line(capsys.readouterr().err) == (
+        "error: tinygpt train has no option --quite; did you mean --quiet? tinygpt train --help lists them"
+    )

@@ -22,6 +22,7 @@ CONFIGS = sorted(ROOT.joinpath("configs").glob("*.yaml"))
 
 
 def write(tmp_path: Path, text: str) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "run.yaml"
     path.write_text(text)
     return path
@@ -145,13 +146,14 @@ def test_a_mistake_in_an_override_names_the_override_not_the_file(tmp_path, over
     assert str(path) not in str(caught.value)
 
 
-def test_a_rule_across_keys_broken_by_an_override_names_the_file_and_the_override(tmp_path):
+def test_a_rule_across_keys_broken_by_an_override_names_that_override_alone(tmp_path):
     path = write(tmp_path, "model: {n_head: 2, n_embd: 64}\n")
     with pytest.raises(UserError) as caught:
         load_config(path, ["train.max_iters=5", "model.n_head=3"])
-    assert str(caught.value).startswith(
-        f"{path} --set train.max_iters=5 --set model.n_head=3: model.n_embd = 64 is not divisible"
-    )
+    assert str(caught.value).startswith("--set model.n_head=3: model.n_embd = 64 is not divisible")
+    with pytest.raises(UserError) as caught:  # the rule's keys all from the file: the file, not the --set
+        load_config(other := write(tmp_path / "b", "model: {n_head: 3, n_embd: 64}\n"), ["train.max_iters=5"])
+    assert str(caught.value).startswith(f"{other}: model.n_embd = 64 is not divisible")
     assert load_config(path, ["out_dir=123"]).out_dir == "123"  # a path stays the text it was typed as
 
 
@@ -275,3 +277,51 @@ def test_a_line_break_in_an_override_is_refused_not_folded_into_a_space(tmp_path
         load_config(path, [override])
     assert str(caught.value) == f"--set {override!r}: holds a line break; give the key and value on one line"
     assert "\n" not in str(caught.value)  # one line, as every error
+
+
+@pytest.mark.parametrize(
+    "override, meant",
+    [
+        ("max_iters=20", "'max_iters'; did you mean 'train.max_iters'?"),  # a bare key: its section
+        ("batch_size=8", "'batch_size'; did you mean 'train.batch_size'?"),
+        (
+            "train.lr=1e-3",
+            "'train.lr'; did you mean 'train.learning_rate'?",
+        ),  # not min_lr, the closest spelling
+        ("train.iters=9", "'train.iters'; did you mean 'train.max_iters'?"),
+        (
+            "train.n_embd=64",
+            "'train.n_embd'; did you mean 'model.n_embd'?",
+        ),  # the right key, the wrong section
+        ("model.d_model=64", "'model.d_model'; did you mean 'model.n_embd'?"),
+        ("train.gradient_accumulation_steps=4", "did you mean 'train.grad_accum_steps'?"),
+        ("train.dropout=0.1", "did you mean 'model.dropout'?"),
+        ("model.optimizer=muon", "did you mean 'train.optimizer'?"),
+        (
+            "train.beta2=0.95",
+            "did you mean 'train.betas'? it holds [beta1, beta2] as a list: train.betas=[0.9, 0.95]",
+        ),
+    ],
+)
+def test_nanogpt_and_common_names_suggest_the_key_they_mean(tmp_path, override, meant):
+    path = write(tmp_path, "model: {n_layer: 2}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, [override])
+    assert str(caught.value).startswith(f"--set {override}: unknown key ")
+    assert str(caught.value).endswith(meant)
+
+
+def test_nanogpt_names_in_a_file_suggest_the_key_too(tmp_path):
+    with pytest.raises(UserError, match=r"unknown key 'max_iters'; did you mean 'train.max_iters'\?$"):
+        load_config(write(tmp_path, "max_iters: 20\n"))
+
+
+def test_a_list_refused_shows_how_a_list_is_written_and_that_spelling_works(tmp_path):
+    path = write(tmp_path, "model: {n_layer: 2}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, ["train.betas=0.9,0.95"])
+    assert str(caught.value).endswith(
+        "train.betas must be a list of two numbers in [0, 1), written as a list: [0.9, 0.95] in YAML, "
+        "--set 'train.betas=[0.9, 0.95]'"
+    )
+    assert load_config(path, ["train.betas=[0.9, 0.95]"]).train.betas == [0.9, 0.95]  # as it says

@@ -164,3 +164,18 @@ def test_the_seed_range_is_train_seeds(checkpoint):
     kw = dict(max_new_tokens=5, device="cpu", out=io.StringIO())
     assert len(sample(checkpoint, "KING:", seed=high, **kw)[0]) == 10
     assert len(sample(checkpoint, "KING:", seed=0, **kw)[0]) == 10
+
+
+def test_greedy_samples_print_all_with_a_note_that_they_agree(checkpoint, capsys):
+    """--temperature 0 --num-samples 2: both printed, as asked, and one line on stderr says why they agree."""
+    out = io.StringIO()
+    texts = sample(
+        checkpoint, "KING:", max_new_tokens=20, temperature=0, num_samples=2, device="cpu", out=out
+    )
+    assert texts[0] == texts[1] and out.getvalue().count(texts[0]) == 2
+    assert capsys.readouterr().err == (
+        "note: --temperature 0 picks the likeliest character each time, so the 2 samples are the same text; "
+        "use a temperature above 0 (e.g. 0.8) for different ones\n"
+    )
+    sample(checkpoint, "KING:", max_new_tokens=20, temperature=0.8, num_samples=2, device="cpu", out=out)
+    assert capsys.readouterr().err == ""

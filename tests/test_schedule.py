@@ -51,3 +51,23 @@ def test_training_logs_the_wsd_rate_it_steps_with(corpus_file, tmp_path):
     rates = {row["step"]: row["lr"] for row in logged}
     assert rates[20] == pytest.approx(3e-3)  # stable: the decay is the last 30 of 60 steps
     assert rates[40] == pytest.approx(3e-3 * 20 / 30)  # 10 steps into it
+
+
+def test_a_warm_up_longer_than_the_run_is_warned_of_and_the_run_goes_on(corpus_file, tmp_path, capsys):
+    """min_lr above learning_rate is refused; a warm-up the run never finishes is legal but surely
+    not meant: one warning line, and the run trains with the rate the warning names."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=10, eval_interval=10, warmup_iters=99)
+    train(from_dict(raw), progress=False)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: train.warmup_iters = 99 is not below train.max_iters = 10: the learning rate only warms "
+        "up, to 3.00e-04 of train.learning_rate's 3.00e-03, and never decays; lower train.warmup_iters "
+        "(nanoGPT warms up for 2-10% of the steps)"
+    ]
+    assert lr_at(9, from_dict(raw).train) == pytest.approx(3e-4)  # the rate of the last step, as said
+    assert (tmp_path / "run" / "best.pt").is_file()
+
+
+def test_a_warm_up_shorter_than_the_run_is_not_warned_of(corpus_file, tmp_path, capsys):
+    train(from_dict(tiny_raw(corpus_file, tmp_path / "run", max_iters=10, eval_interval=10)), progress=False)
+    assert "warning:" not in capsys.readouterr().err

@@ -221,3 +221,21 @@ def test_inspect_timeline_reads_the_run_or_says_how_to_get_one(run, corpus_file,
         main(["inspect", str(corpus_file), "--timeline"]) == 2
     )  # a file that is no checkpoint: not its folder
     assert f"{corpus_file} is neither a run directory nor a checkpoint (.pt)" in capsys.readouterr().err
+
+
+def test_a_score_just_below_its_threshold_is_not_shown_at_it():
+    """0.4996 once showed as 0.50 beside "(≥ 0.5)" without the mark: the table rounds down, so a score
+    shown at its threshold has reached it and one below shows below."""
+    snapshots = [snapshot_with(0, [0.3996, 0.4, 0.29, 0.4449])]
+    cells = timeline_table(snapshots).splitlines()[1].split()[3:]
+    assert cells == ["induct", "0.39", "induct*0.40", "induct", "0.29", "induct*0.44"]
+    assert first_cleared(snapshots)["induction"] == [(0, 0, 1), (0, 1, 1)]
+
+
+def test_from_checkpoints_counts_one_snapshot_in_the_singular(corpus_file, tmp_path, capsys):
+    train(from_dict(tiny_raw(corpus_file, tmp_path / "bare", max_iters=20, timeline=False)), progress=False)
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "bare"), "--timeline", "--from-checkpoints"]) == 0
+    assert (
+        f"wrote {tmp_path / 'bare' / FILE_NAME}: 1 snapshot from its checkpoints\n" in capsys.readouterr().err
+    )

@@ -301,3 +301,33 @@ def test_resuming_on_other_text_of_the_same_characters_is_refused_and_an_older_c
         "does not record which text it was trained on (saved by an older tinygpt)" in capsys.readouterr().err
     )
     assert read_checkpoint(last).corpus_digest is not None  # saved again: recorded from now on
+
+
+def test_the_bar_says_what_holds_it_the_evaluation_and_the_compiling_first_step(
+    corpus_file, tmp_path, capsys, monkeypatch
+):
+    """A bar standing still at 0 steps (the step-0 evaluation, torch.compile's first step) says why.
+    torch.compile is made to return the model as it is: what is tested is the words, not the compiler."""
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=4, eval_interval=2, compile=True)
+    train(from_dict(raw), progress=True)
+    bar = capsys.readouterr().err
+    assert "evaluating step 0 (4 batches a split)" in bar and "evaluating step 4 (4 batches a split)" in bar
+    assert bar.count("compiling the model (first step)") >= 1
+    assert bar.index("evaluating step 0") < bar.index("compiling the model") < bar.index("evaluating step 2")
+    eager = tiny_raw(corpus_file, tmp_path / "eager", max_iters=4, eval_interval=2)
+    train(from_dict(eager), progress=True)
+    assert "compiling" not in capsys.readouterr().err
+
+
+def test_resuming_with_another_model_shape_names_only_the_keys_that_differ(corpus_file, tmp_path):
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=2, eval_interval=2)
+    train(from_dict(raw), progress=False)
+    raw["model"] |= {"n_embd": 64, "n_layer": 3}
+    with pytest.raises(UserError) as caught:
+        train(from_dict(raw), resume=True, progress=False)
+    assert str(caught.value) == (
+        f"--resume: the config's model differs from the one in {tmp_path / 'run' / 'last.pt'} "
+        "(model.n_layer: 2 in the run, 3 in the config, model.n_embd: 32 in the run, 64 in the config); "
+        "resume with the run's own config.yaml"
+    )

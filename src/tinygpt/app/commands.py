@@ -112,6 +112,12 @@ def sample(
     from tinygpt.device import pick_device
 
     Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)  # checked before loading
+    if temperature == 0 and num_samples > 1:  # printed all the same, as asked, with why they agree
+        print(
+            f"note: --temperature 0 picks the likeliest character each time, so the {num_samples} samples "
+            "are the same text; use a temperature above 0 (e.g. 0.8) for different ones",
+            file=sys.stderr,
+        )
     lm = load(checkpoint, pick_device(device))
     with lm.ablate(ablate, ablate_mode) if ablate else nullcontext():
         return lm.sample(
@@ -155,7 +161,8 @@ def inspect_command(args: argparse.Namespace) -> None:
 
             written = run_directory(args.checkpoint) / FILE_NAME
             print(
-                f"wrote {shown(written)}: {len(view.snapshots)} snapshots from its checkpoints",
+                f"wrote {shown(written)}: {len(view.snapshots)} snapshot{'s' * (len(view.snapshots) != 1)} "
+                "from its checkpoints",
                 file=sys.stderr,
             )
         print(view)

@@ -178,7 +178,8 @@ class TinyGPT:
         return HeadsTable(scoring.heads_table(found), found)
 
     def loss(self, windows: int | None = None) -> float:
-        """The validation loss on the windows heads() scores on (with the heads `ablate` switched off)."""
+        """The validation loss on the 16 evenly spaced windows heads() scores on (with the heads `ablate`
+        switched off): quick, to compare ablations; `tinygpt evaluate` scores the whole split."""
         _whole(windows=windows)
         val, _ = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
         text = validation_windows(val, self.model.config.block_size, windows or scoring.WINDOWS)

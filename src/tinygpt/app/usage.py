@@ -12,6 +12,7 @@ import re
 import sys
 from typing import NoReturn
 
+from tinygpt.config.run_config import key_for
 from tinygpt.errors import shown
 
 
@@ -42,6 +43,11 @@ def usage_mistake(parser: argparse.ArgumentParser, message: str) -> str:
         if not first.startswith("-"):
             return f"{parser.prog} takes no argument {first!r} here; {listed}"
         options = [o for a in parser._actions for o in a.option_strings]  # argparse keeps them here
+        setting = _config_setting(parser, message.removeprefix("unrecognized arguments: ").split())
+        if setting:
+            return (
+                f"{parser.prog} has no option {first}; config keys are set with --set, e.g. --set {setting}"
+            )
         close = difflib.get_close_matches(first.partition("=")[0], options, 1)
         hint = f"did you mean {close[0]}? " if close else ""
         return f"{parser.prog} has no option {first}; {hint}{listed}"
@@ -54,6 +60,22 @@ def usage_mistake(parser: argparse.ArgumentParser, message: str) -> str:
     if ambiguous:
         return f"{ambiguous[1]} could be any of {ambiguous[2]}; write the whole option"
     return f"{message}; {parser.prog} --help lists the options"
+
+
+def _config_setting(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    """`section.key=value` for a config key typed as an option, as nanoGPT takes them (`--max_iters=20`,
+    `--compile`), where the command takes --set; else None."""
+    if not any("--set" in a.option_strings for a in parser._actions):
+        return None
+    name, sep, value = words[0].lstrip("-").partition("=")
+    key = key_for(name)
+    if key is None:
+        return None
+    if not sep:  # `--max_iters 20`, or a flag alone: `--compile`
+        value = words[1] if len(words) > 1 and not words[1].startswith("-") else "true"
+    if key == "train.betas":
+        return "'train.betas=[0.9, 0.95]' (a list: [beta1, beta2])"
+    return f"{key}={value}"
 
 
 def _argument_mistake(parser: argparse.ArgumentParser, option: str, problem: str) -> str:

@@ -35,7 +35,7 @@ def check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> Any
     elif f.type == list[float]:  # betas
         items = [as_float(v) for v in value] if isinstance(value, (list, tuple)) else []
         if len(items) != 2 or any(v is None or not 0.0 <= v < 1.0 for v in items):
-            raise UserError(bad)
+            raise UserError(f"{bad}, written as a list: [0.9, 0.95] in YAML, --set '{name}=[0.9, 0.95]'")
         return items
     if not in_range(value, meta):
         raise UserError(bad)

@@ -167,8 +167,7 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> RunConfig:
         )
     for override in overrides:
         _apply_override(raw, override)
-    source = " ".join([str(path), *(f"--set {o}" for o in overrides)])
-    config = from_dict(raw, source=str(path), together_source=source)
+    config = from_dict(raw, source=str(path), overrides=overrides)
     if not config.out_dir:
         config.out_dir = str(Path("checkpoints") / path.stem)
     return config
@@ -197,11 +196,11 @@ def config_path(given: str | Path) -> Path:
     return path
 
 
-def from_dict(raw: Any, source: str = "config", together_source: str | None = None) -> RunConfig:
+def from_dict(raw: Any, source: str = "config", overrides: list[str] = ()) -> RunConfig:
     """Build a checked RunConfig from plain data (as YAML gives it).
 
-    `source` names where the values came from in messages; `together_source`, if
-    given, names it in the rules that involve several keys (which overrides may have set).
+    `source` names where the values came from in messages; a rule that involves several keys names
+    the `overrides` (`section.key=value`, applied to `raw` already) that set any of them, else `source`.
     """
     if raw is None:
         raw = {}
@@ -227,7 +226,7 @@ def from_dict(raw: Any, source: str = "config", together_source: str | None = No
     if not isinstance(out_dir, str):
         raise UserError(f"{source}: out_dir must be a path (a string), not {_kind(out_dir)}")
     config = RunConfig(**sections, out_dir=out_dir)
-    _check_together(config, together_source or source)
+    _check_together(config, source, overrides)
     return config
 
 
@@ -284,11 +283,80 @@ def _build_section(cls: type, values: dict, section: str, source: str) -> Any:
     return cls(**checked)
 
 
+# Names other GPT code uses (nanoGPT's train.py globals and config files, common short forms) for
+# tinygpt's keys, so that a habit gets the key it meant: `lr` is train.learning_rate, not train.min_lr.
+ALIASES = {
+    "lr": "train.learning_rate",
+    "learning_rate": "train.learning_rate",
+    "iters": "train.max_iters",
+    "max_iters": "train.max_iters",
+    "n_iters": "train.max_iters",
+    "steps": "train.max_iters",
+    "max_steps": "train.max_iters",
+    "lr_decay_iters": "train.max_iters",  # tinygpt decays over the whole run, to max_iters
+    "batch_size": "train.batch_size",
+    "gradient_accumulation_steps": "train.grad_accum_steps",
+    "grad_accum": "train.grad_accum_steps",
+    "accumulation_steps": "train.grad_accum_steps",
+    "eval_interval": "train.eval_interval",
+    "eval_iters": "train.eval_iters",
+    "log_interval": "train.log_interval",
+    "warmup_iters": "train.warmup_iters",
+    "warmup_steps": "train.warmup_iters",
+    "min_lr": "train.min_lr",
+    "weight_decay": "train.weight_decay",
+    "wd": "train.weight_decay",
+    "beta1": "train.betas",
+    "beta2": "train.betas",
+    "grad_clip": "train.grad_clip",
+    "decay_lr": "train.lr_schedule",
+    "compile": "train.compile",
+    "seed": "train.seed",
+    "device": "train.device",
+    "dtype": "train.dtype",
+    "wandb_log": "train.wandb",
+    "wandb_project": "train.wandb_project",
+    "wandb_run_name": "train.wandb_run_name",
+    "n_layer": "model.n_layer",
+    "n_layers": "model.n_layer",
+    "layers": "model.n_layer",
+    "n_head": "model.n_head",
+    "n_heads": "model.n_head",
+    "heads": "model.n_head",
+    "n_embd": "model.n_embd",
+    "n_embed": "model.n_embd",
+    "d_model": "model.n_embd",
+    "hidden_size": "model.n_embd",
+    "block_size": "model.block_size",
+    "context_length": "model.block_size",
+    "seq_len": "model.block_size",
+    "dropout": "model.dropout",
+    "bias": "model.bias",
+    "dataset": "data.corpus",
+    "corpus": "data.corpus",
+    "data_dir": "data.data_dir",
+    "val_fraction": "data.val_fraction",
+}
+
+
+def key_for(name: str) -> str | None:
+    """The dotted key a bare or misplaced name means (`max_iters`, `lr`, `n_embd`, `optimizer`), or None."""
+    name = name.lower().replace("-", "_")
+    homes = [f"{section}.{name}" for section, cls in SECTIONS.items() if name in cls.__dataclass_fields__]
+    return ALIASES.get(name) or (homes[0] if homes else None)
+
+
 def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
     if key in valid:
         return
-    close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
-    hint = f"did you mean '{prefix}{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
+    meant = key_for(str(key))
+    if meant is not None:
+        hint = f"did you mean '{meant}'?"
+        if meant == "train.betas":
+            hint = "did you mean 'train.betas'? it holds [beta1, beta2] as a list: train.betas=[0.9, 0.95]"
+    else:
+        close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
+        hint = f"did you mean '{prefix}{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
     raise UserError(f"{source}: unknown key {prefix + str(key)!r}; {hint}")  # !r: quoted, escaped
 
 
@@ -301,10 +369,17 @@ def _divisors_near(n: int, wanted: int, reach: int = 10_000) -> list[int]:
     return below + above
 
 
-def _check_together(config: RunConfig, source: str) -> None:
+def _named(source: str, overrides: list[str], *keys: str) -> str:
+    """Where a rule's values came from: the --set options that set any of `keys`, else the file."""
+    setting = [f"--set {o}" for o in overrides if o.partition("=")[0].strip() in keys]
+    return " ".join(setting) or source
+
+
+def _check_together(config: RunConfig, file: str, overrides: list[str]) -> None:
     """Rules that involve more than one key."""
     m, t = config.model, config.train
     if m.n_embd % m.n_head != 0:
+        source = _named(file, overrides, "model.n_embd", "model.n_head")
         below = m.n_embd // m.n_head * m.n_head
         widths = " or ".join(str(w) for w in (below, below + m.n_head) if w > 0)
         heads = " or ".join(str(h) for h in _divisors_near(m.n_embd, m.n_head))
@@ -314,16 +389,32 @@ def _check_together(config: RunConfig, source: str) -> None:
             f"{m.n_head}; pick n_embd as a multiple of n_head (e.g. {widths}){divisor}"
         )
     if t.min_lr > t.learning_rate:
+        source = _named(file, overrides, "train.min_lr", "train.learning_rate")
         raise UserError(
             f"{source}: train.min_lr = {t.min_lr:g} is above train.learning_rate = "
             f"{t.learning_rate:g}; min_lr is where the decay ends and must be ≤ it"
         )
     if t.lr_schedule == "wsd" and t.warmup_iters > t.max_iters - decay_steps(t):
+        keys = ("train.lr_schedule", "train.warmup_iters", "train.max_iters", "train.decay_fraction")
+        source = _named(file, overrides, *keys)
         raise UserError(
             f"{source}: train.lr_schedule wsd decays over the last {decay_steps(t)} of {t.max_iters} steps "
             f"(decay_fraction {t.decay_fraction:g}), which overlaps the {t.warmup_iters} warm-up steps; "
             "lower train.warmup_iters or train.decay_fraction"
         )
+
+
+def warnings_of(config: RunConfig) -> list[str]:
+    """What a config allows but a user most likely did not mean: said before training, which goes on."""
+    t, said = config.train, []
+    if t.warmup_iters >= t.max_iters:
+        reached = t.learning_rate * t.max_iters / (t.warmup_iters + 1)  # lr_at(max_iters - 1)
+        said.append(
+            f"train.warmup_iters = {t.warmup_iters} is not below train.max_iters = {t.max_iters}: the "
+            f"learning rate only warms up, to {reached:.2e} of train.learning_rate's {t.learning_rate:.2e}, "
+            "and never decays; lower train.warmup_iters (nanoGPT warms up for 2-10% of the steps)"
+        )
+    return said
 
 
 def decay_steps(t: TrainSection) -> int:

@@ -51,9 +51,18 @@ FRAME = """<iframe id="$id" class="tinygpt-view" title="tinygpt: $view" sandbox=
 </script>"""
 
 
+OWN_DATA = {"timeline": "timeline", "circuits": "circuits"}  # data that only its own section draws
+
+
 def framed_page(data: dict[str, Any], view: str) -> str:
-    """The page, showing only the section of `view`, with assets/cell.js after its script."""
+    """The page, showing only the section of `view`, with assets/cell.js after its script. The data that
+    only a hidden section draws is left out (null, as for a run without it; its script then draws
+    nothing), so that a saved notebook holds each view's own data: the tutorial's timeline, 160 kB, once."""
     section = SECTIONS[view]
+    if section is not None:
+        data = {
+            key: None if key in OWN_DATA and OWN_DATA[key] != view else value for key, value in data.items()
+        }
     hide = "" if section is None else f"header, main > section:not(#{section}) {{ display: none; }}"
     cell_script = (resources.files("tinygpt.explain") / "assets" / "cell.js").read_text(encoding="utf-8")
     page = render_page(data)

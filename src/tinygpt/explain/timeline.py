@@ -9,6 +9,7 @@ that recorded none; `timeline_table` is what `tinygpt inspect RUN_DIR --timeline
 """
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,7 @@ def timeline_table(snapshots: list[dict[str, Any]]) -> str:
         cells = []
         for h in s["heads"]:
             role, score, cleared = dominant(h["scores"])
-            cells.append(f"{SHORT_NAMES[role] + ('*' if cleared else ''):<7}{score:.2f}".ljust(12))
+            cells.append(f"{SHORT_NAMES[role] + ('*' if cleared else ''):<7}{shown_down(score)}".ljust(12))
         losses = f"{s['step']:>7} {s['train_loss']:>6.3f} {s['val_loss']:>6.3f} "
         losses += f"{_loss(s['repeat_loss']):>6} " if repeats else ""
         lines.append(losses + " " + " ".join(cells))
@@ -216,7 +217,10 @@ def timeline_table(snapshots: list[dict[str, Any]]) -> str:
             f"repeat: the validation loss where the text repeats its own last {REPEAT} characters from "
             "earlier in the window, which an induction head lowers (- where no window repeats)"
         )
-    lines.append("each head: the role it scores highest on (* where that clears its threshold, its label)")
+    lines.append(
+        "each head: the role it scores highest on (* where that clears its threshold, its label); scores "
+        "rounded down, so one shown at its threshold has reached it"
+    )
     lines.append("")
     lines.append("first cleared its threshold:")
     for role, firsts in first_cleared(snapshots).items():
@@ -224,6 +228,13 @@ def timeline_table(snapshots: list[dict[str, Any]]) -> str:
         lines.append(f"  {role:<11}(≥ {THRESHOLDS[role]}) {where}")
     lines.append(f"probe: {''.join(map(escaped, snapshots[-1]['probe']))}")
     return "\n".join(lines)
+
+
+def shown_down(score: float) -> str:
+    """A score to two decimals, rounded down: 0.4996 is 0.49, not 0.50, so a score shown at a threshold
+    (0.50 beside "≥ 0.5") has cleared it, as the rule, which compares the score itself, says."""
+    hundredths = math.floor(round(score * 100, 6))  # round first: 0.29 * 100 is 28.999999999999996
+    return f"{hundredths / 100:.2f}"
 
 
 def _loss(value: float | None) -> str:

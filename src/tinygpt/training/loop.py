@@ -127,6 +127,8 @@ def _train(
             if signum:  # Ctrl-C or SIGTERM came during the step just finished: save it and stop
                 training.stop(step, signum)
 
+            if step == start_step and t.compile:  # torch.compile works at the first call: a minute on a CPU
+                bar.tqdm.set_description("compiling the model (first step)")
             loss, grad_norm = setup.step(step)
             step += 1
             training.stepped(step, loss, grad_norm)
@@ -204,11 +206,11 @@ class Training:
         self.check_losses(step)  # reads the losses: the steps so far have finished on the device
         trained = self.since_evaluation()  # before the evaluation's own time
         asked = lambda: self.stop_request.requested  # noqa: E731
-        bar.set_description(f"evaluating ({t.eval_iters} batches a split)")  # the bar stands still meanwhile
+        # the bar stands still meanwhile (14-22 s at step 0 of cpu.yaml): say why, until the saves are done
+        bar.set_description(f"evaluating step {step} ({t.eval_iters} batches a split)")
         losses = estimate_loss(
             s.model, s.splits, t.eval_iters, t.seed + 1, s.precision.autocast, s.ranks, asked
         )
-        bar.set_description("")
         if losses is None:  # a stop came during the evaluation: abandoned, nothing of it written
             self.stop(step, self.stop_request.signum)
         if not all(math.isfinite(v) for v in losses.values()):
@@ -238,6 +240,7 @@ class Training:
             self.save(self.run.last, with_state=True)
         if improved:  # step 0 too: a run whose later evaluations never beat it still has a best.pt
             self.save(self.run.best, with_state=False)
+        bar.set_description("")
         self.since = (time.perf_counter(), p.tokens_seen)
 
     def since_evaluation(self) -> dict[str, float]:

@@ -3,6 +3,8 @@ before the first step, and the progress bar (loss, learning rate, tokens/s and M
 """
 
 import dataclasses
+import io
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from tinygpt.config.run_config import warnings_of
 from tinygpt.errors import UserError, shown
 from tinygpt.training.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.precision import cpu_multiplies_bfloat16
@@ -58,13 +61,42 @@ def _fits(value: Any, default: Any) -> bool:
     return isinstance(value, (int, float)) or (default is None and value is None)
 
 
+class CellBar(tqdm):
+    """tqdm in a notebook: one output the bar redraws in place (IPython's display id), where the terminal's
+    bar, redrawn with '\r' on stderr, leaves an output per redraw in a saved notebook (about 500 for the
+    tutorial's training). Plain text, so it needs no widgets."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        from IPython.display import display  # in a notebook kernel, IPython is there
+
+        self.cell = None if kwargs.get("disable") else display({"text/plain": ""}, raw=True, display_id=True)
+        super().__init__(
+            *args, file=io.StringIO(), ascii=False, **kwargs
+        )  # StringIO has no encoding to go by
+
+    def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+        if self.cell is not None:
+            self.cell.update({"text/plain": self.__str__() if msg is None else msg}, raw=True)
+        return True
+
+    def clear(self, nolock: bool = False) -> None:  # nothing to clear: write() prints below the bar
+        pass
+
+
+def in_notebook() -> bool:
+    """Whether this runs in a Jupyter kernel (as tqdm.autonotebook tells it), not a terminal's IPython."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and "IPKernelApp" in shell.config
+
+
 class Bar:
     """The training bar: a step at a time, and at each log interval the loss, the learning rate, and the
     tokens/s and MFU since the previous one. Closed however the loop ends (a with block)."""
 
     def __init__(self, setup: Setup, start_step: int, shown: bool):
         t = setup.config.train
-        self.tqdm = tqdm(
+        self.tqdm = (CellBar if in_notebook() else tqdm)(
             total=t.max_iters, initial=start_step, disable=not shown, unit="step", dynamic_ncols=True
         )
         self.utilisation = None if self.tqdm.disable else utilisation_of(setup)
@@ -79,6 +111,8 @@ class Bar:
         self.tqdm.close()  # so that an error line starts on a line of its own
 
     def stepped(self) -> None:
+        if self.tqdm.desc:  # what held the bar (compiling) is over
+            self.tqdm.set_description("", refresh=False)
         self.tqdm.update(1)
         self.steps += 1
 
@@ -128,6 +162,8 @@ def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
         f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
         f"{f', resuming at step {step}' if step else ''}; run directory {shown(run_dir)}"
     )
+    for warning in warnings_of(setup.config):  # the run goes on
+        print(f"warning: {warning}", file=sys.stderr)
     if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():
         print(
             "note: this CPU has no bfloat16 instructions (AVX-512 BF16), so bfloat16 trains several times "

@@ -198,8 +198,13 @@ def _check_same_text(saved: Checkpoint, corpus: Corpus, config: RunConfig, path:
 
 
 def _check_same_model(saved: Checkpoint, model_config: GPTConfig, path: Path | None) -> None:
-    if saved.model_config != vars(model_config):
+    config = vars(model_config)
+    if saved.model_config != config:
+        keys = [k for k in config if saved.model_config.get(k) != config[k]]
+        differ = ", ".join(
+            f"model.{k}: {saved.model_config.get(k)} in the run, {config[k]} in the config" for k in keys
+        )
         raise UserError(
-            f"--resume: the config's model ({vars(model_config)}) differs from the one in "
-            f"{path} ({saved.model_config}); resume with the run's own config.yaml"
+            f"--resume: the config's model differs from the one in {path} ({differ}); "
+            "resume with the run's own config.yaml"
         )
