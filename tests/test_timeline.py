@@ -172,6 +172,7 @@ def test_the_table_gives_each_heads_dominant_role_and_the_step_each_role_first_c
     assert lines[2].split()[3:] == ["induct", "0.10", "induct", "0.10", "induct*0.45", "induct", "0.30"]
     assert "  induction  (≥ 0.4) head 1.0 at step 100, head 1.1 at step 200" in lines
     assert "  previous   (≥ 0.5) by no head" in lines
+    assert lines[-1] == "probe: ab↵"  # a newline shown as every view shows it, not as \\n
 
 
 def test_the_table_shows_the_loss_where_the_text_repeats_where_the_timeline_measured_it():

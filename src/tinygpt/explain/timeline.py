@@ -18,7 +18,7 @@ import torch
 from tinygpt.config.run_config import RunConfig
 from tinygpt.data.corpus import Corpus, validation_windows
 from tinygpt.errors import UserError
-from tinygpt.explain.glyphs import escaped
+from tinygpt.explain.glyphs import escaped, glyph
 from tinygpt.explain.heads import REPEAT, induction_probes, repeat_loss
 from tinygpt.explain.roles import ROLES, SHORT_NAMES, THRESHOLDS, Boundaries, label, scores_of
 from tinygpt.explain.validation import validation_split_of
@@ -226,7 +226,8 @@ def timeline_table(snapshots: list[dict[str, Any]]) -> str:
     for role, firsts in first_cleared(snapshots).items():
         where = ", ".join(f"head {L}.{H} at step {step}" for step, L, H in firsts) or "by no head"
         lines.append(f"  {role:<11}(≥ {THRESHOLDS[role]}) {where}")
-    lines.append(f"probe: {''.join(map(escaped, snapshots[-1]['probe']))}")
+    shown = "".join(glyph(c) if c == "\n" else escaped(c) for c in snapshots[-1]["probe"])  # ↵, as elsewhere
+    lines.append(f"probe: {shown}")
     return "\n".join(lines)
 
 
