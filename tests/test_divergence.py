@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import train
 
-import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
+import tinygpt.training.set_up as training_setup  # where the step and the corpus are set up
 from tinygpt.errors import UserError
 from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.files.metrics import read_metrics

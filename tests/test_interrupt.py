@@ -15,7 +15,7 @@ import torch
 import yaml
 from conftest import tiny_raw, train
 
-import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
+import tinygpt.training.set_up as training_setup  # where the step and the corpus are set up
 from tinygpt.config.run_config import from_dict
 from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.files.metrics import read_metrics

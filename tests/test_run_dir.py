@@ -14,7 +14,7 @@ from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.training.run_dir import checked_path
-from tinygpt.training.setup import Setup
+from tinygpt.training.set_up import Setup
 
 
 @pytest.mark.parametrize(

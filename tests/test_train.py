@@ -7,7 +7,7 @@ import yaml
 from conftest import tiny_raw, train
 
 import tinygpt.training.loop as training_loop  # where checkpoints are saved
-import tinygpt.training.setup as training_setup  # where the step and the corpus are set up
+import tinygpt.training.set_up as training_setup  # where the step and the corpus are set up
 from tinygpt import GPT, GPTConfig, load_checkpoint
 from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError

@@ -30,7 +30,7 @@ from tinygpt.generation.sampling import generate, stream
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.flops import Stopwatch, Utilisation, flops_per_token, matmul_peak, synchronize
-from tinygpt.training.setup import Setup, set_up
+from tinygpt.training.set_up import Setup, set_up
 
 GENERATION_LENGTHS = (100, 500, 2000)
 

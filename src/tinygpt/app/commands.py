@@ -4,8 +4,6 @@ reported before torch is loaded). The parser is in tinygpt.app.cli.
 """
 
 import argparse
-import os
-import shlex
 import sys
 from contextlib import nullcontext
 from pathlib import Path
@@ -20,10 +18,13 @@ def train_command(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.set)  # before torch is imported: a typo is reported at once
     if args.resume:
+        from tinygpt.training.resume import run_of_own_config
+
         config.out_dir = run_of_own_config(args.config, config.out_dir, args.set)
     from tinygpt.app.api import train
     from tinygpt.training.distributed import is_main_process
     from tinygpt.training.interrupt import Interrupted
+    from tinygpt.training.resume import resume_line
 
     try:
         record = train(config, resume=args.resume, progress=not args.quiet)
@@ -39,36 +40,6 @@ def train_command(args: argparse.Namespace) -> int:
             f"checkpoints in {shown(config.out_dir)}"
         )
     return 0
-
-
-def run_of_own_config(config_path: str, out_dir: str, overrides: list[str]) -> str:
-    """The run to resume: a run directory's own config.yaml resumes that directory.
-
-    config.yaml records the out_dir it was written for, so a copied run's config would
-    otherwise resume (and change) the original. `--set out_dir=…` still decides.
-    """
-    here = Path(config_path).parent
-    own = Path(config_path).name == "config.yaml" and any(
-        (here / n).is_file() for n in ("last.pt", "best.pt")
-    )
-    if not own or any(o.partition("=")[0].strip() == "out_dir" for o in overrides):
-        return out_dir
-    if Path(out_dir).expanduser().resolve() != here.resolve():
-        note = f"note: resuming {here}, whose config.yaml this is (it was written for {out_dir})"
-        print(shown(note), file=sys.stderr)
-    return str(here)
-
-
-def resume_line(out_dir: str) -> str:
-    """The command that continues the run in out_dir, from its own resolved config.yaml."""
-    script = sys.argv[0]
-    if Path(script).name != "train.py":
-        program = "tinygpt train"
-    elif os.environ.get("WORLD_SIZE", "1") != "1":  # started by torchrun, whose options we cannot see
-        program = f"torchrun <its options as before> {shlex.quote(script)}"
-    else:
-        program = f"python {shlex.quote(script)}"
-    return f"{program} --config {shlex.quote(str(Path(out_dir) / 'config.yaml'))} --resume"
 
 
 def sample_command(args: argparse.Namespace) -> None:

@@ -5,6 +5,16 @@ bottom: set up, then one optimizer step per iteration, evaluating and saving
 every eval_interval steps and always at the last step. What the loop keeps
 between steps lives in one `Training` object, whose methods are the things the
 loop does at an evaluation, at a save, at a stop and on divergence.
+
+Why the untrained model is saved: the evaluation at step 0 writes last.pt and best.pt before
+the first optimizer step, with the model's initial weights and the optimizer's and batch
+sampler's states. From that moment a run directory always holds a last.pt that agrees with its
+metrics.jsonl, so a run stopped, killed or crashed at any later point can be resumed with
+--resume onto the batches the unbroken run would draw (tests/test_fault_injection.py), and
+`sample`, `inspect` and the timeline work from the first evaluation on; and best.pt exists even
+for a run whose later evaluations never beat its first (one that diverges at once). The cost is
+one save of an untrained model. A directory holding only that (a run killed before its first
+later save) is not counted as work to protect (run_dir.RunDirectory.work).
 """
 
 import dataclasses
@@ -23,17 +33,17 @@ from tinygpt.config.run_config import RunConfig
 from tinygpt.data.corpus import Corpus
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError, shown
-from tinygpt.files.checkpoint import Checkpoint, build_checkpoint, read_checkpoint, save_checkpoint
-from tinygpt.files.metrics import read_metrics
+from tinygpt.files.checkpoint import build_checkpoint, read_checkpoint, save_checkpoint
 from tinygpt.model import GPT
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
 from tinygpt.training.loggers import Loggers
 from tinygpt.training.precision import out_of_memory
-from tinygpt.training.progress import Bar, Progress, print_summary
+from tinygpt.training.progress import Bar, print_summary
+from tinygpt.training.resume import RESUME_ADVICE, Progress, where_it_starts
 from tinygpt.training.run_dir import RunDirectory, saved_step
-from tinygpt.training.setup import RESUME_ADVICE, Setup, set_up
+from tinygpt.training.set_up import Setup, set_up
 from tinygpt.training.step import estimate_loss, global_batch, lr_at
 
 
@@ -100,7 +110,7 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    state, evaluated_at_start = _where_it_starts(saved, saved_path, setup, run)
+    state, evaluated_at_start = where_it_starts(saved, saved_path, setup, run)
     start_step = state.step
     if ranks.is_main:
         print_summary(setup, run.path, start_step)
@@ -137,31 +147,6 @@ def _train(
                 training.check_losses(step)
                 bar.show(loss.item(), lr_at(step - 1, t))
     return training.finish()
-
-
-def _where_it_starts(
-    saved: Checkpoint | None, path: Path | None, setup: Setup, run: RunDirectory
-) -> tuple[Progress, bool]:
-    """Step 0, or the step last.pt holds with its state restored (best.pt's, where there is no last.pt,
-    with its weights only); and whether that step was evaluated."""
-    if saved is None:
-        return Progress(), False
-    state = Progress.from_record(saved.record, path)
-    if path == run.last:
-        setup.restore(saved, run.last)
-    elif setup.ranks.is_main:
-        run.say_resuming_from_best(state.step)
-    if setup.ranks.is_main:
-        run.rewind_metrics(state.step)
-    # a run stopped during an evaluation saved last.pt without it: the resumed run evaluates that step first
-    evaluated = any(e["step"] == state.step for e in read_metrics(run.metrics))
-    max_iters = setup.config.train.max_iters
-    if state.step > max_iters:
-        raise UserError(
-            f"--resume: {path} is at step {state.step}, past train.max_iters = {max_iters}; "
-            f"set train.max_iters above {state.step} to train on"
-        )
-    return state, evaluated
 
 
 class Training:
@@ -236,9 +221,9 @@ class Training:
                 listener.evaluated(step, losses, s.model)
             best = " (best)" if improved else ""
             bar.write(f"step {step:>6}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}{best}")
-        if self.last_saved != step:  # step 0's too: from its first evaluation on, a run can be resumed
+        if self.last_saved != step:  # step 0's too (the note at the top: why the untrained model is saved)
             self.save(self.run.last, with_state=True)
-        if improved:  # step 0 too: a run whose later evaluations never beat it still has a best.pt
+        if improved:  # step 0 too (the note at the top)
             self.save(self.run.best, with_state=False)
         bar.set_description("")
         self.since = (time.perf_counter(), p.tokens_seen)

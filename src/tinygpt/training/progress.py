@@ -1,12 +1,11 @@
-"""Where a run stands and what it shows: the record --resume restores, the summary printed
-before the first step, and the progress bar (loss, learning rate, tokens/s and MFU).
+"""What a training run shows: the summary printed before the first step, and the progress bar (loss,
+learning rate, tokens/s and MFU; in a notebook, one bar redrawn in place). The record --resume
+restores is in resume.py.
 """
 
-import dataclasses
 import io
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,51 +13,16 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.config.run_config import warnings_of
-from tinygpt.errors import UserError, shown
+from tinygpt.errors import shown
 from tinygpt.training.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.precision import cpu_multiplies_bfloat16
-from tinygpt.training.setup import RESUME_ADVICE, Setup
+from tinygpt.training.set_up import Setup
 from tinygpt.training.step import global_batch
 
 ABOVE_PEAK_NOTE = (
     "note: mfu shows 100%+ where the model computes faster than the matmul peak measured when the run "
     "started, which a busy machine measures low then; tinygpt bench measures the peak at several sizes"
 )
-
-
-@dataclass
-class Progress:
-    """Where the run stands: the part of the training record that --resume restores."""
-
-    step: int = 0
-    tokens_seen: int = 0
-    best_val_loss: float = float("inf")
-    best_step: int | None = None
-    wall_time_s: float = 0.0
-    train_loss: float | None = None
-    val_loss: float | None = None
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any], path: Path) -> "Progress":
-        """Where the run in `path` stood; a record that lacks a field (or holds the wrong kind of value)
-        is a UserError naming the file."""
-        fields = dataclasses.fields(cls)
-        missing = [f.name for f in fields if f.name not in record]
-        wrong = [f.name for f in fields if f.name in record and not _fits(record[f.name], f.default)]
-        if missing or wrong:
-            what = f"lacks {', '.join(missing)}" if missing else f"has a wrong {', '.join(wrong)}"
-            raise UserError(f"--resume: the training record in {path} {what}; {RESUME_ADVICE}")
-        return cls(**{f.name: record[f.name] for f in fields})
-
-
-def _fits(value: Any, default: Any) -> bool:
-    """A record's value is of its field's kind: counts whole numbers ≥ 0, the rest numbers, and
-    None where the field starts unset (no evaluation yet)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(default, int):
-        return isinstance(value, int) and value >= 0
-    return isinstance(value, (int, float)) or (default is None and value is None)
 
 
 class CellBar(tqdm):
@@ -111,7 +75,7 @@ class Bar:
         self.tqdm.close()  # so that an error line starts on a line of its own
 
     def stepped(self) -> None:
-        if self.tqdm.desc:  # what held the bar (compiling) is over
+        if not self.tqdm.disable and self.tqdm.desc:  # what held the bar (compiling) is over
             self.tqdm.set_description("", refresh=False)
         self.tqdm.update(1)
         self.steps += 1
