@@ -159,7 +159,8 @@ def parts_text(found: LogitParts, k: int | None = None) -> str:
     at = found.position
     lines = [
         f"direct logit attribution on {shown}: {what} after position {at} ({glyph(found.tokens[at])})",
-        f"the model's logit {found.logit:+.4f}; the parts add up to {found.total:+.4f}",
+        f"the model's {'difference' if found.versus else 'logit'} {found.logit:+.4f}; "
+        f"the parts add up to {found.total:+.4f}",
     ]
     ordered = sorted(found.parts.items(), key=lambda kv: -kv[1])
     if k is not None:
