@@ -183,7 +183,7 @@ def patching_text(found: Patching) -> str:
         f"-- at -{THRESHOLDS[0]} or below",
         "",
         "each head's output patched (blocks.L.attn.z), every position",
-        "        " + "".join(f"head {h:<6}" for h in range(found.heads.size(1))),
+        ("        " + "".join(f"head {h:<6}" for h in range(found.heads.size(1)))).rstrip(),
     ]
     for layer, row in enumerate(found.heads.tolist()):
         lines.append(f"layer {layer} " + "".join(f"{cell(s)} {s:+6.3f}  " for s in row).rstrip())
@@ -193,7 +193,7 @@ def patching_text(found: Patching) -> str:
     lines.append(" " * (width + 2) + "".join(pad(glyph(c), 2) for c in found.clean).rstrip())
     marks = "".join("^ " if a != b else "  " for a, b in zip(found.clean, found.corrupted, strict=True))
     for label, row in zip(labels, found.streams.tolist(), strict=True):
-        lines.append(f"{label:>{width}} │" + "".join(cell(s) for s in row))
+        lines.append((f"{label:>{width}} │" + "".join(cell(s) for s in row)).rstrip())
     lines.append(" " * (width + 2) + marks.rstrip() + "   ^: where the corrupted prompt differs")
     return "\n".join(lines)
 
