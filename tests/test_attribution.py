@@ -130,7 +130,8 @@ def test_inspect_attribution_prints_sorted_bars_and_json(odd_checkpoint, capsys)
 def test_the_notebook_view_draws_a_bar_per_part(lm):
     view = lm.attribution("KING:\nThe", position=3, target="N")
     page = view._repr_html_()
-    assert page.count('class="bar"') == len(view.parts.parts) == 11
+    assert page.count('class="bar"') == len(view.parts) == 11
+    assert sum(view.parts.values()) == pytest.approx(view.logit, abs=1e-4)
     assert "the parts&#x27; sum" in page
     assert repr(view).startswith("direct logit attribution on KING:↵The: the logit of 'N' after position 3")
 

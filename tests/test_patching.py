@@ -101,7 +101,9 @@ def test_inspect_patch_prints_both_grids_and_json(odd_checkpoint, capsys):
 
 
 def test_the_notebook_view_has_both_heatmaps(lm):
-    page = lm.patch(CLEAN, CORRUPTED, "a", "e")._repr_html_()
+    view = lm.patch(CLEAN, CORRUPTED, "a", "e")
+    assert view.heads.shape == (2, 2) and view.streams.shape == (3, len(CLEAN))
+    page = view._repr_html_()
     assert page.count('class="heads"') == 1 and page.count('class="streams"') == 1
     assert page.count("<td title=") == 4 + 3 * len(CLEAN)  # a coloured cell per score
 

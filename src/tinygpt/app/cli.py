@@ -165,6 +165,31 @@ def _add_inspect(subparsers) -> None:
         action="store_true",
         help="the strongest Q-, K- and V-compositions between heads (weights only)",
     )
+    _add_logit_views(p)
+    p.add_argument(
+        "--json", action="store_true", help="with --heads, --attribution or --patch: the same as JSON"
+    )
+    p.add_argument(
+        "--windows",
+        type=int,
+        help="with --heads: validation windows scored (default 16, or as many as the split holds)",
+    )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="each head's role at every evaluation of the run (timeline.jsonl)",
+    )
+    p.add_argument(
+        "--from-checkpoints",
+        action="store_true",
+        help="with --timeline: first write timeline.jsonl from the checkpoints of a run that recorded none",
+    )
+    _add_ablate(p)
+    p.set_defaults(func=commands.inspect_command)
+
+
+def _add_logit_views(p: argparse.ArgumentParser) -> None:
+    """inspect's --attribution (which part wrote a logit) and --patch (activation patching), and theirs."""
     p.add_argument(
         "--attribution",
         action="store_true",
@@ -188,26 +213,6 @@ def _add_inspect(subparsers) -> None:
     p.add_argument("--clean", help="with --patch: the prompt whose answer is restored")
     p.add_argument("--corrupted", help="with --patch: the same length, changed where it matters")
     p.add_argument("--answer", help="with --patch: the clean answer (default: the clean run's prediction)")
-    p.add_argument(
-        "--json", action="store_true", help="with --heads, --attribution or --patch: the same as JSON"
-    )
-    p.add_argument(
-        "--windows",
-        type=int,
-        help="with --heads: validation windows scored (default 16, or as many as the split holds)",
-    )
-    p.add_argument(
-        "--timeline",
-        action="store_true",
-        help="each head's role at every evaluation of the run (timeline.jsonl)",
-    )
-    p.add_argument(
-        "--from-checkpoints",
-        action="store_true",
-        help="with --timeline: first write timeline.jsonl from the checkpoints of a run that recorded none",
-    )
-    _add_ablate(p)
-    p.set_defaults(func=commands.inspect_command)
 
 
 def _add_explain(subparsers) -> None:

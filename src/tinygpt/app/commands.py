@@ -236,7 +236,7 @@ def logit_view(args: argparse.Namespace) -> str:
         if args.attribution:
             position = -1 if args.position is None else args.position
             view = lm.attribution(args.prompt, position, args.target, args.versus)
-            text = parts_json(view.parts) if args.json else repr(view)
+            text = parts_json(view.found) if args.json else repr(view)
         else:
             view = lm.patch(args.clean, args.corrupted, args.answer, args.versus)
             text = patching_json(view.found) if args.json else repr(view)

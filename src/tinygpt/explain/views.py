@@ -121,10 +121,20 @@ class Timeline(View):
 class Attribution(View):
     """A logit split into the parts of the residual stream that wrote it, drawn as bars in a notebook."""
 
-    parts: LogitParts
+    found: LogitParts
+
+    @property
+    def parts(self) -> dict[str, float]:
+        """Each part's share of the logit, by name (embed, pos_embed, L.H, attn bias L, mlp L, ln_f bias)."""
+        return self.found.parts
+
+    @property
+    def logit(self) -> float:
+        """The model's own logit (or difference), which the parts add up to."""
+        return self.found.logit
 
     def _repr_html_(self) -> str:
-        return attribution_html(self.parts)
+        return attribution_html(self.found)
 
 
 @dataclass(repr=False)
@@ -132,6 +142,17 @@ class Patch(View):
     """Activation patching of a clean and a corrupted prompt, drawn as two heatmaps in a notebook."""
 
     found: Patching
+
+    @property
+    def heads(self) -> torch.Tensor:
+        """(n_layer, n_head): what each head's output alone restores."""
+        return self.found.heads
+
+    @property
+    def streams(self) -> torch.Tensor:
+        """(n_layer + 1, T): what the stream entering each block (last row: the final one) at each
+        position restores."""
+        return self.found.streams
 
     def _repr_html_(self) -> str:
         return patching_html(self.found)
