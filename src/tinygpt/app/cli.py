@@ -165,7 +165,10 @@ def _add_inspect(subparsers) -> None:
         action="store_true",
         help="the strongest Q-, K- and V-compositions between heads (weights only)",
     )
-    p.add_argument("--json", action="store_true", help="with --heads: the same as JSON")
+    _add_logit_views(p)
+    p.add_argument(
+        "--json", action="store_true", help="with --heads, --attribution or --patch: the same as JSON"
+    )
     p.add_argument(
         "--windows",
         type=int,
@@ -183,6 +186,33 @@ def _add_inspect(subparsers) -> None:
     )
     _add_ablate(p)
     p.set_defaults(func=commands.inspect_command)
+
+
+def _add_logit_views(p: argparse.ArgumentParser) -> None:
+    """inspect's --attribution (which part wrote a logit) and --patch (activation patching), and theirs."""
+    p.add_argument(
+        "--attribution",
+        action="store_true",
+        help="with --prompt: split a logit into what each head, MLP and embedding wrote (bars)",
+    )
+    p.add_argument(
+        "--position",
+        type=int,
+        help="with --attribution: the position whose next character is scored, from 0 or negative from the "
+        "end (default -1, the last)",
+    )
+    p.add_argument("--target", help="with --attribution: the character (default: the one the model predicts)")
+    p.add_argument(
+        "--versus", help="with --attribution or --patch: score the target's (answer's) logit minus this one's"
+    )
+    p.add_argument(
+        "--patch",
+        action="store_true",
+        help="patch each head and stream position from --clean into --corrupted, scored 0 to 1",
+    )
+    p.add_argument("--clean", help="with --patch: the prompt whose answer is restored")
+    p.add_argument("--corrupted", help="with --patch: the same length, changed where it matters")
+    p.add_argument("--answer", help="with --patch: the clean answer (default: the clean run's prediction)")
 
 
 def _add_explain(subparsers) -> None:

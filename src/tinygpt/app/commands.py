@@ -108,13 +108,16 @@ def ablate_mode(args: argparse.Namespace) -> str:
 def inspect_command(args: argparse.Namespace) -> None:
     from tinygpt.explain.report import describe
 
+    if logit_view_options(args):  # --attribution or --patch: a view of its own
+        print(logit_view(args))
+        return
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
     if args.prompt is None and (args.lens or args.ablate):
         raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
     ablate_mode(args)  # refused without --ablate, before any work
     if args.json and not args.heads:
-        raise UserError("--json prints the --heads table as JSON; add --heads")
+        raise UserError("--json prints --heads, --attribution or --patch as JSON; add one of them")
     if args.from_checkpoints and not args.timeline:
         raise UserError(
             "--from-checkpoints writes the --timeline of a run that recorded none; add --timeline"
@@ -166,6 +169,60 @@ def prompt_views(lm, args: argparse.Namespace) -> str:
             views.append(lm.lens(args.prompt))
     text = "\n\n".join(map(repr, views))
     return f"with heads {args.ablate} switched off ({ablate_mode(args)}):\n\n{text}" if args.ablate else text
+
+
+def logit_view_options(args: argparse.Namespace) -> bool:
+    """Whether --attribution or --patch is asked for, their options checked; an option of theirs given
+    without them is refused."""
+    for view, options in (
+        ("--attribution", ("position", "target")),
+        ("--patch", ("clean", "corrupted", "answer")),
+    ):
+        given = [f"--{o}" for o in options if getattr(args, o) is not None]
+        if given and not getattr(args, view[2:]):
+            raise UserError(
+                f"{' and '.join(given)} go{'es' if len(given) == 1 else ''} with {view}; add {view}"
+            )
+    if args.versus is not None and not (args.attribution or args.patch):
+        raise UserError("--versus goes with --attribution or --patch; add one of them")
+    if not (args.attribution or args.patch):
+        return False
+    others = [
+        o for o in ("attribution", "patch", "heads", "circuits", "timeline", "lens") if getattr(args, o)
+    ]
+    if len(others) > 1 or args.layer is not None or args.head is not None:
+        raise UserError(
+            f"--{others[0]} is a view of its own: drop --{', --'.join(others[1:]) or 'layer and --head'}"
+        )
+    if args.attribution and args.prompt is None:
+        raise UserError("--attribution splits the logit at a position of --prompt; add --prompt")
+    if args.patch and (args.clean is None or args.corrupted is None or args.prompt is not None):
+        raise UserError("--patch takes its two prompts as --clean and --corrupted (not --prompt); give both")
+    return True
+
+
+def logit_view(args: argparse.Namespace) -> str:
+    """`inspect --attribution` (the parts that wrote a logit) or `inspect --patch` (patching), as text or
+    JSON; with --ablate, with those heads switched off."""
+    from tinygpt.app.loaded import load
+    from tinygpt.explain.attribution import parts_json
+    from tinygpt.explain.patching import patching_json
+
+    mode = ablate_mode(args)
+    lm = load(args.checkpoint)
+    with lm.ablate(args.ablate, mode) if args.ablate else nullcontext():
+        if args.attribution:
+            position = -1 if args.position is None else args.position
+            view = lm.attribution(args.prompt, position, args.target, args.versus)
+            text = parts_json(view.found) if args.json else repr(view)
+        else:
+            view = lm.patch(args.clean, args.corrupted, args.answer, args.versus)
+            text = patching_json(view.found) if args.json else repr(view)
+    return (
+        f"with heads {args.ablate} switched off ({mode}):\n\n{text}"
+        if args.ablate and not args.json
+        else text
+    )
 
 
 def explain_command(args: argparse.Namespace) -> None:

@@ -12,6 +12,8 @@ every way the commands look inside, each returning numbers that also show themse
     lm.circuits()                               # inspect --circuits
     lm.run_with_cache("To be", "blocks.*.mlp.post")  # any activation, by its hook point's name
     with lm.hooks({"blocks.1.attn.z": fn}): ...  # read or replace one while anything runs
+    lm.attribution("To be", position=-1)        # inspect --attribution: which part wrote the logit
+    lm.patch("abcab", "abdab")                  # inspect --patch: activation patching
 
 The commands call these, so a notebook and the command line give the same numbers, and the
 same one-line UserError for a bad argument (it names the command's option, e.g. --token).
@@ -31,15 +33,27 @@ from tinygpt.device import pick_device
 from tinygpt.errors import UserError, described
 from tinygpt.explain import heads as scoring
 from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads, validation_means
+from tinygpt.explain.attribution import logit_parts, parts_text
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.circuits import circuits_table, composition, edges
 from tinygpt.explain.heatmap import attention_view
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
 from tinygpt.explain.lens import lens_view, logit_lens
 from tinygpt.explain.page import page_data
+from tinygpt.explain.patching import patching, patching_text
 from tinygpt.explain.roles import Boundaries
 from tinygpt.explain.trace import chosen, trace_prompt
-from tinygpt.explain.views import Attention, Backward, Circuits, HeadsTable, Lens, PageData, Walkthrough
+from tinygpt.explain.views import (
+    Attention,
+    Attribution,
+    Backward,
+    Circuits,
+    HeadsTable,
+    Lens,
+    PageData,
+    Patch,
+    Walkthrough,
+)
 from tinygpt.explain.walkthrough import backward_text, row_arithmetic, walk_focus, walkthrough
 from tinygpt.files.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
 from tinygpt.hooks import Hook
@@ -208,6 +222,30 @@ class TinyGPT:
         found = [e.as_dict() for e in edges(composition(self.model))] if self.model.config.n_layer > 1 else []
         first = self.checkpoint.chars[0]
         return Circuits(text, found, view="circuits", page=self._page(first))
+
+    def attribution(
+        self, prompt: str, position: int = -1, target: str | None = None, versus: str | None = None
+    ) -> Attribution:
+        """The logit of target (default: the character the model predicts) after `position` of prompt
+        (from 0, or negative from the end), or target's minus versus's, split into what each part of the
+        residual stream wrote, through ln_f with its scale held (`inspect --attribution`)."""
+        _text(prompt)
+        _whole(position=position)
+        found = logit_parts(self.model, self.tokenizer, self.to_tokens(prompt), position, target, versus)
+        return Attribution(parts_text(found), found)
+
+    def patch(
+        self, clean: str, corrupted: str, answer: str | None = None, versus: str | None = None
+    ) -> Patch:
+        """Each head's output and the stream at each position taken from the clean prompt's run into the
+        corrupted one's, scored on answer's logit minus versus's at the last position (defaults: the clean
+        and the corrupted runs' predictions): 0 the corrupted run, 1 the clean (`inspect --patch`)."""
+        _text(clean)
+        _text(corrupted)
+        found = patching(
+            self.model, self.tokenizer, self.to_tokens(clean), self.to_tokens(corrupted), answer, versus
+        )
+        return Patch(patching_text(found), found)
 
     def _on_cpu(self, what: str) -> None:
         """Looking inside runs on the CPU (its tensors are made there); sampling runs anywhere."""

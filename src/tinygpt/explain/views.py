@@ -14,9 +14,12 @@ from typing import Any
 
 import torch
 
+from tinygpt.explain.attribution import LogitParts
 from tinygpt.explain.backward import RowBackward
+from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heads import HeadReport, Heads
 from tinygpt.explain.inline import cell_html
+from tinygpt.explain.patching import Patching
 from tinygpt.explain.roles import ROLES, SHORT_NAMES
 from tinygpt.explain.walkthrough import RowArithmetic
 
@@ -114,7 +117,49 @@ class Timeline(View):
     snapshots: list[dict[str, Any]]
 
 
+@dataclass(repr=False)
+class Attribution(View):
+    """A logit split into the parts of the residual stream that wrote it, drawn as bars in a notebook."""
+
+    found: LogitParts
+
+    @property
+    def parts(self) -> dict[str, float]:
+        """Each part's share of the logit, by name (embed, pos_embed, L.H, attn bias L, mlp L, ln_f bias)."""
+        return self.found.parts
+
+    @property
+    def logit(self) -> float:
+        """The model's own logit (or difference), which the parts add up to."""
+        return self.found.logit
+
+    def _repr_html_(self) -> str:
+        return attribution_html(self.found)
+
+
+@dataclass(repr=False)
+class Patch(View):
+    """Activation patching of a clean and a corrupted prompt, drawn as two heatmaps in a notebook."""
+
+    found: Patching
+
+    @property
+    def heads(self) -> torch.Tensor:
+        """(n_layer, n_head): what each head's output alone restores."""
+        return self.found.heads
+
+    @property
+    def streams(self) -> torch.Tensor:
+        """(n_layer + 1, T): what the stream entering each block (last row: the final one) at each
+        position restores."""
+        return self.found.streams
+
+    def _repr_html_(self) -> str:
+        return patching_html(self.found)
+
+
 CELL = "padding:2px 8px;text-align:right;font-variant-numeric:tabular-nums"
+POSITIVE, NEGATIVE = "#1f5fbf", "#c92a2a"  # bars and cells above and below 0
 
 
 def heads_html(heads: Heads) -> str:
@@ -136,4 +181,75 @@ def heads_html(heads: Heads) -> str:
     return (
         f'<table class="tinygpt-heads" style="border-collapse:collapse;font-size:13px">{header}'
         f'{"".join(rows)}</table><p style="font-size:12px">{html.escape(note)}</p>'
+    )
+
+
+def attribution_html(found: LogitParts) -> str:
+    """The parts as bars, largest first: positive ones right of the axis, negative ones left of it."""
+    top = max((abs(v) for v in found.parts.values()), default=0.0) or 1.0
+    rows = []
+    for name, value in sorted(found.parts.items(), key=lambda kv: -kv[1]):
+        share = f"{50 * abs(value) / top:.1f}%"
+        colour = POSITIVE if value >= 0 else NEGATIVE
+        side = "left:50%" if value >= 0 else "right:50%"
+        axis = '<div style="position:absolute;left:50%;top:0;bottom:0;border-left:1px solid #999"></div>'
+        bar = (
+            f'<div class="bar" style="position:absolute;{side};top:3px;height:12px;width:{share};'
+            f'background:{colour}"></div>'
+        )
+        rows.append(
+            f'<tr class="part"><td style="{CELL}">{html.escape(name)}</td>'
+            f'<td style="{CELL}">{value:+.4f}</td>'
+            f'<td style="width:320px;position:relative">{axis}{bar}</td></tr>'
+        )
+    what = f"logit of {_char(found.target)}" + (f" minus {_char(found.versus)}" if found.versus else "")
+    title = (
+        f"{what} after position {found.position} ({_char(found.tokens[found.position])}): "
+        f"the model's {found.logit:+.4f}, the parts' sum {found.total:+.4f}"
+    )
+    return (
+        f'<div class="tinygpt-attribution"><p style="font-size:13px">{html.escape(title)}</p>'
+        f'<table style="border-collapse:collapse;font-size:13px">{"".join(rows)}</table></div>'
+    )
+
+
+def _char(char: str) -> str:
+    return repr(escaped(char))
+
+
+def _shaded(score: float) -> str:
+    """A table cell coloured by a patching score: blue up to 1, red below 0, white at 0."""
+    strength = min(abs(score), 1.0)
+    colour = POSITIVE if score >= 0 else NEGATIVE
+    alpha = f"{round(strength * 255):02x}"
+    ink = "#fff" if strength > 0.5 else "#000"
+    return f'<td title="{score:+.4f}" style="{CELL};background:{colour}{alpha};color:{ink}">{score:+.2f}</td>'
+
+
+def patching_html(found: Patching) -> str:
+    """Two heatmaps: heads (layers × heads) and the streams (rows × positions), each cell its score."""
+    header = "".join(f"<th>head {h}</th>" for h in range(found.heads.size(1)))
+    heads = "".join(
+        f"<tr><th>layer {layer}</th>{''.join(map(_shaded, row))}</tr>"
+        for layer, row in enumerate(found.heads.tolist())
+    )
+    chars = "".join(
+        f"<th>{html.escape(escaped(a))}{'' if a == b else '<br>' + html.escape(escaped(b))}</th>"
+        for a, b in zip(found.clean, found.corrupted, strict=True)
+    )
+    streams = "".join(
+        f"<tr><th>{label}</th>{''.join(map(_shaded, row))}</tr>"
+        for label, row in zip(found.stream_rows(), found.streams.tolist(), strict=True)
+    )
+    note = (
+        f"logit of {_char(found.answer)} minus {_char(found.versus)} at the last position: 0 = corrupted "
+        f"({found.corrupted_difference:+.4f}), 1 = clean ({found.clean_difference:+.4f})"
+    )
+    table = '<table class="{}" style="border-collapse:collapse;font-size:12px">{}</table>'
+    return (
+        f'<div class="tinygpt-patching"><p style="font-size:13px">{html.escape(note)}</p>'
+        f"<p>each head's output patched</p>{table.format('heads', f'<tr><th></th>{header}</tr>{heads}')}"
+        "<p>the residual stream patched at one position (columns: clean, below it the corrupted "
+        "character where they differ)</p>"
+        f"{table.format('streams', f'<tr><th></th>{chars}</tr>{streams}')}</div>"
     )
