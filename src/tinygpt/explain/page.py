@@ -244,7 +244,8 @@ def page_script(entry: str = SCRIPT_ENTRY) -> str:
     """The page's JavaScript modules as one script, as a page opened from disk must have it (a browser
     loads no module into a file:// page): each module once, after the modules it imports, its import
     statements and export keywords taken out. The modules' top-level names are therefore distinct: a
-    name declared twice makes the browser refuse the whole script, which the browser tests would see."""
+    const or let declared twice makes the browser refuse the whole script, which the browser tests would
+    see; a function declared twice would replace the first unseen, which test_page checks for."""
     assets = resources.files("tinygpt.explain") / "assets"
     sources: dict[str, str] = {}  # module -> its source, in the order they run
 

@@ -43,6 +43,7 @@ export function decode(tensor) {
   return new Float32Array(bytes.buffer); // little-endian, as tinygpt.explain.page wrote it
 }
 
+// mirrors tinygpt.explain.glyphs.num: 4 decimals; a masked score, −∞, as the symbol
 export const fmt = (value) => (value === -Infinity ? "−∞" : value.toFixed(4));
 // a number as a factor of a written-out product: negative ones in brackets
 export const factor = (value) => (value < 0 ? `(${fmt(value)})` : fmt(value));

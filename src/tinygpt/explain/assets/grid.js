@@ -23,7 +23,7 @@ function axisOf(cell) {
   return { font, margin: font + 4, every: Math.ceil(font / cell) };
 }
 
-// a weight's colour, as tinygpt.training.attention_image gives it: the same dark blue at 1, off-white at 0
+// mirrors tinygpt.training.attention_image, for one weight: the same dark blue at 1, but off-white at 0
 export function shadeOf(weight) {
   const white = [247, 251, 255],
     blue = [8, 48, 107];

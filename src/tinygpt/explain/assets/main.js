@@ -1,17 +1,22 @@
 // The page's one script starts here (tinygpt.explain.page puts every module it imports before it): it
 // hands the tests their window.tinygpt, registers the views with the state and draws the page.
+//
+// One pattern for every module: a module draws nothing when it is imported. It exports its views as
+// render… functions (draw, or draw again, from DATA and the state) and its controls as setup… functions
+// (wire them once), and this script alone calls them: the views of the trace and of the selection are
+// registered with the state below (onTrace, onSelection), the others drawn once, the controls set up once.
 
+import { renderArithmetic, setupBackward } from "./arithmetic.js";
 import { backwardUnavailable, rowBackward } from "./backward.js";
 import { DATA, ID, rowOf, V } from "./base.js";
-import { forward, traceFromData, W } from "./model.js";
-import { onSelection, onTrace, select, setTrace, state, toggleHead } from "./state.js";
-import "./timeline.js";
-import "./circuits.js";
-import { renderArithmetic, setupBackward } from "./arithmetic.js";
 import { renderCurves, renderPca } from "./charts.js";
+import { renderCircuits } from "./circuits.js";
 import { renderExample } from "./example.js";
 import { markGrid, renderGrid, setupModeSwitch } from "./grid.js";
+import { forward, traceFromData, W } from "./model.js";
 import { renderAbout, renderTokens, runPrompt, setupPrompt } from "./prompt.js";
+import { onSelection, onTrace, select, setTrace, state, toggleHead } from "./state.js";
+import { renderTimeline } from "./timeline.js";
 
 // rows of a (T, V) array as nested lists
 const rowsOf = (arr, T) => Array.from({ length: T }, (_, t) => Array.from(rowOf(arr, t, V)));
@@ -42,6 +47,8 @@ onSelection(renderTokens, markGrid, renderArithmetic);
 renderAbout();
 renderExample();
 renderCurves();
+renderCircuits();
+renderTimeline();
 setupPrompt();
 setupModeSwitch();
 setupBackward();

@@ -163,7 +163,8 @@ export function forward(ids, off = new Set(), mode = "zero") {
   return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, lens, logits: lens[lens.length - 1], off, mode };
 }
 
-// the trace Python computed for the page's prompt (tinygpt.explain.page.trace_data), for larger models
+// mirrors tinygpt.explain.page.trace_data, backwards: the trace Python computed for the page's prompt, for
+// larger models
 export function traceFromData(saved) {
   const layers = saved.layers.map((lt) =>
     Object.fromEntries(Object.entries(lt).map(([name, tensor]) => [name, decode(tensor)])),
