@@ -25,6 +25,7 @@ from tinygpt.files.checkpoint import read_checkpoint, save_checkpoint
 from tinygpt.files.feature_file import FeatureFile, read_features
 
 SIZE, K = 128, 8
+DAMAGE = ["flipped-byte", "truncated", "foreign"]
 MADE = ["--positions", "20000", "--size", str(SIZE), "--k", str(K), "--quiet"]
 
 
@@ -149,7 +150,7 @@ def test_the_spliced_loss_is_the_loss_with_a_hook_replacing_by_the_reconstructio
     assert found["spliced_loss"] != pytest.approx(found["loss"], abs=1e-6)  # the splice did change something
 
 
-@pytest.mark.parametrize("damage", ["flipped-byte", "truncated", "foreign"])
+@pytest.mark.parametrize("damage", DAMAGE, ids=DAMAGE)
 def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path, capsys, damage):
     copy = Path(shutil.copytree(run, tmp_path / "copy"))
     path = feature_file(copy)

@@ -3,6 +3,7 @@
 For each latent, on the first DESCRIBED characters of the validation windows:
 
     density       its share of positions on which it fires (on all the evaluated positions)
+    firings       how many of the described characters it fires on
     histogram     BINS counts of its nonzero activations, from 0 to its largest (`max`)
     contexts      its CONTEXTS strongest activations, each with the text before and after it
                   (tinygpt.explain.explanations.top_contexts: one per window)
@@ -29,6 +30,7 @@ BINS = 10
 CONTEXTS = 5
 CHARACTERS = 5  # promoted and suppressed characters kept
 EXPLANATIONS = 3
+FEW = 10  # firings below which a description's precision and recall say little
 
 
 def logit_effects(model: GPT, dictionary: TopKDictionary, stream_scale: float) -> torch.Tensor:
@@ -101,7 +103,7 @@ def activation_notes(acts: torch.Tensor, text: str) -> dict:
         for c in top_contexts(text, acts, CONTEXTS)
         if c.value > 0
     ]
-    return {"max": top, "histogram": histogram, "contexts": contexts}
+    return {"firings": fired.numel(), "max": top, "histogram": histogram, "contexts": contexts}
 
 
 def character_notes(effect: torch.Tensor, chars: list[str]) -> dict:
@@ -126,14 +128,17 @@ def best_f1(note: dict) -> float:
 
 
 def ranked(notes: list[dict]) -> list[dict]:
-    """The notes best-described first (by their best description's F1, then density); silent ones last."""
-    return sorted(notes, key=lambda note: (-best_f1(note), -note["density"]))
+    """The notes best-described first: by their best description's F1, then density; a feature firing on
+    fewer than FEW characters after the rest (one firing is described perfectly by anything that holds
+    there alone), and silent ones last."""
+    return sorted(notes, key=lambda note: (note.get("firings", 0) < FEW, -best_f1(note), -note["density"]))
 
 
 def description_precision(notes: list[dict]) -> dict:
-    """Over the described latents that fired: their best description's mean precision and F1, and the
-    share whose best description has precision ≥ 0.5 (what the control is compared on)."""
-    described = [note for note in notes if note.get("explanations")]
+    """Over the described latents that fired on FEW characters or more: their best description's mean
+    precision and F1, and the share whose best description has precision ≥ 0.5 (what the control is
+    compared on)."""
+    described = [note for note in notes if note.get("explanations") and note["firings"] >= FEW]
     if not described:
         return {"described": 0, "precision": float("nan"), "f1": float("nan"), "precise_share": float("nan")}
     precisions = [note["explanations"][0]["precision"] for note in described]

@@ -66,7 +66,7 @@ def feature_list(features: FeatureFile, count: int = LISTED) -> str:
         promotes = quoted(note["promoted"][:3])
         lines.append(f"  {note['feature']:>7}  {note['density']:>7.2%}  {promotes:<10}  {summary(note)}")
     if len(shown) > count:
-        lines.append(f"  … {len(shown) - count:,} more: --json for all, --feature F for one in detail")
+        lines.append(f"  … {len(shown) - count:,} more: inspect --features --json, or --feature F for one")
     return "\n".join(lines)
 
 
@@ -98,9 +98,7 @@ def feature_detail(features: FeatureFile, feature: int) -> str:
         lines.append(f"  {e['words']}{numbers}")
     counts = note["histogram"]
     top = max(counts) or 1
-    bars = "".join(
-        HISTOGRAM[min(len(HISTOGRAM) - 1, c * len(HISTOGRAM) // (top + 1))] if c else " " for c in counts
-    )
+    bars = "".join(HISTOGRAM[round((len(HISTOGRAM) - 1) * c / top)] if c else " " for c in counts)
     lines.append(f"activations when firing, 0 … {note['max']:.3f}: {bars}  ({', '.join(map(str, counts))})")
     lines.append("promotes (logit per unit, direct path): " + _amounts(note["promoted"]))
     lines.append("suppresses: " + _amounts(note["suppressed"]))
