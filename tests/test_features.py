@@ -5,6 +5,7 @@ thread); the quality numbers are also checked on a dictionary built by hand, who
 lines of plain torch compute independently.
 """
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -238,6 +239,22 @@ def test_a_clamp_sets_the_feature_and_keeps_the_rest_of_the_activation(run):
     row = dictionary.W_dec[feature] / dictionary.input_scale
     expected = acts.reshape(-1, 32) + (value - latents[:, feature]).unsqueeze(1) * row
     assert torch.allclose(after.reshape(-1, 32), expected, atol=1e-5)
+
+
+def test_layer_all_makes_a_file_per_layer_and_then_a_view_asks_which(run, tmp_path, capsys):
+    copy = Path(shutil.copytree(run, tmp_path / "copy"))
+    shutil.rmtree(copy / "features")
+    assert (
+        main(["features", str(copy), "--layer", "all", "--positions", "2000", "--size", "64", "--quiet"]) == 0
+    )
+    assert sorted(p.name for p in (copy / "features").iterdir()) == ["mlp_out.0.pt", "mlp_out.1.pt"]
+    capsys.readouterr()
+    assert main(["inspect", str(copy), "--features"]) == 2
+    assert "holds mlp_out.0.pt, mlp_out.1.pt; choose one with --layer" in error_line(capsys)
+    assert main(["inspect", str(copy), "--features", "--layer", "0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)  # valid JSON: NaN written null
+    assert data["layer"] == 0 and len(data["features"]) == 64
+    assert load(copy).features(layer=0).file.layer == 0
 
 
 def no_checkpoint(tmp_path: Path, run: Path) -> list[str]:

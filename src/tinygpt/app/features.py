@@ -103,7 +103,18 @@ def inspect_features(lm, args: argparse.Namespace) -> None:
     view = lm.features(args.layer, args.site)
     if args.feature is not None:
         view = view.feature(args.feature)
-    print(json.dumps(view.data, indent=1, ensure_ascii=False) if args.json else view)
+    print(json.dumps(plain(view.data), indent=1, ensure_ascii=False) if args.json else view)
+
+
+def plain(value: object) -> object:
+    """value with every NaN (a share recovered where ablating the site cost nothing) as None: valid JSON."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
 
 
 def parse_steers(lm, specs: list[str] | dict) -> list:
