@@ -26,7 +26,7 @@ from tinygpt.files.checkpoint import read_checkpoint, save_checkpoint
 from tinygpt.files.feature_file import FeatureFile, read_features
 
 SIZE, K = 128, 8
-DAMAGE = ["flipped-byte", "truncated", "foreign"]
+DAMAGE = ["flipped-byte", "truncated", "foreign", "a-checkpoint-in-its-place"]
 MADE = ["--positions", "20000", "--size", str(SIZE), "--k", str(K), "--quiet"]
 
 
@@ -161,6 +161,8 @@ def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path,
         path.write_bytes(bytes(data))
     elif damage == "truncated":
         path.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "a-checkpoint-in-its-place":
+        shutil.copy(copy / "best.pt", path)
     else:  # the run's model changed since (trained further): the same name, another model
         checkpoint = read_checkpoint(copy / "best.pt")
         checkpoint.weights["wte.weight"] = checkpoint.weights["wte.weight"] + 0.01
@@ -169,6 +171,7 @@ def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path,
     line = error_line(capsys)
     assert str(path) in line and "tinygpt features" in line
     expected = {
+        "a-checkpoint-in-its-place": "is not a tinygpt feature file",
         "flipped-byte": "damaged|corrupted",
         "truncated": "truncated or corrupted",
         "foreign": "another model",

@@ -131,9 +131,13 @@ def train_on(
 
 
 def make_features(
-    checkpoint: Checkpoint, model: GPT, train_ids: torch.Tensor, val_ids: torch.Tensor, options: Options,
+    checkpoint: Checkpoint,
+    model: GPT,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    options: Options,
     progress: bool = True,
-) -> FeatureFile:  # fmt: skip
+) -> FeatureFile:
     """One hook point's feature file: the dictionary, its quality and the control's, its features described.
 
     train_ids, val_ids: the run's splits (tinygpt.explain.validation.corpus_of).
@@ -150,8 +154,9 @@ def make_features(
     found = assess(model, dictionary, options.hook, x, y)
     notes = describe_features(model, dictionary, found, text, checkpoint.chars, progress)
     baseline = assess(control, control_dictionary, options.hook, x, y)
-    control_notes = describe_features(control, control_dictionary, baseline, text, checkpoint.chars, False,
-                                      only=CONTROL_DESCRIBED)  # fmt: skip
+    control_notes = describe_features(
+        control, control_dictionary, baseline, text, checkpoint.chars, progress=False, only=CONTROL_DESCRIBED
+    )
     record |= {"quality": found.summary | description_precision(notes)}
     record["control"] = {**control_record, "quality": baseline.summary | description_precision(control_notes)}
     return FeatureFile(

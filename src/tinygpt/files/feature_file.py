@@ -142,7 +142,30 @@ def _checked(payload: Any, path: Path, advice: str) -> FeatureFile:
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         raise UserError(f"{KIND_WORDS} {path} is damaged: it lacks {', '.join(TENSORS)}; {advice}")
     W_enc, b_enc, W_dec, b_dec = tensors
+    if W_dec.dim() != 2:
+        raise UserError(f"{KIND_WORDS} {path} is damaged: its W_dec is not a matrix; {advice}")
     n, d = W_dec.shape
-    if W_enc.shape != (d, n) or b_enc.shape != (n,) or b_dec.shape != (d,) or not 1 <= fields["k"] <= n:
+    k, scale = fields["k"], fields["input_scale"]
+    if (
+        W_enc.shape != (d, n)
+        or b_enc.shape != (n,)
+        or b_dec.shape != (d,)
+        or type(k) is not int
+        or not 1 <= k <= n
+    ):
         raise UserError(f"{KIND_WORDS} {path} is damaged: its tensors' shapes and k do not agree; {advice}")
+    kinds = {
+        "layer": int,
+        "site": str,
+        "input_scale": float,
+        "model_digest": str,
+        "record": dict,
+        "features": list,
+    }
+    wrong = [name for name, kind in kinds.items() if type(fields[name]) is not kind]
+    if wrong or not scale > 0 or len(fields["features"]) != n:
+        what = ", ".join(wrong) or "input_scale or notes"
+        raise UserError(
+            f"{KIND_WORDS} {path} is damaged: its {what} are not what a feature file holds; {advice}"
+        )
     return FeatureFile(**fields)
