@@ -234,3 +234,13 @@ def looking_back_model(back: int, block_size: int, n_embd: int = 32):
             q[p - back, p] = 40.0
         k[:T, :T] = torch.eye(T)
     return model
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """A tiny run trained for 300 steps on the shared corpus, in a session directory (its run directory)."""
+    root = tmp_path_factory.mktemp("tiny_run")
+    corpus = root / "corpus.txt"
+    corpus.write_text(make_corpus(), encoding="utf-8")
+    train(from_dict(tiny_raw(corpus, root / "run", max_iters=300, eval_interval=100)), progress=False)
+    return root / "run"

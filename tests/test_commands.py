@@ -19,6 +19,7 @@ COMMANDS = [
     ("sample.py", "sample"),
     ("inspect_checkpoint.py", "inspect"),
     ("explain.py", "explain"),
+    ("features.py", "features"),
     ("export.py", "export"),
     ("evaluate.py", "evaluate"),
     ("bench.py", "bench"),

@@ -82,7 +82,10 @@ def test_explain_backward_prints_every_step(run, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["inspect", "{best}", "--json"], "--json prints --heads, --attribution or --patch as JSON"),
+        (
+            ["inspect", "{best}", "--json"],
+            "--json prints --heads, --attribution, --patch or --features as JSON",
+        ),
         (["inspect", "{best}", "--lens"], "add --prompt"),
         (["inspect", "{best}", "--prompt", "K", "--ablate", "5.0"], "layers 0 … 1"),
         (["explain", "{best}", "--prompt", "KING", "--token", "3", "--backward"], "a --token below 3"),

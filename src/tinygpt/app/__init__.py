@@ -8,6 +8,7 @@ usage.py        argparse's own complaints (a value of the wrong kind, an unknown
 commands.py     one function per command, importing what it runs only when it runs
 job_exit.py     how a failed rank of a torchrun job ends (shared by cli and train)
 sample.py       sampling's options checked, and continuations of a prompt, streamed
+features.py     `tinygpt features`, a run's feature files, `inspect --features`, `--steer` read into steers
 evaluate.py     `tinygpt evaluate`: a checkpoint's loss on a whole split
 bench.py        `tinygpt bench`: training and generation speed, memory, MFU
 export.py       `tinygpt export`: a new directory for Hugging Face, TransformerLens, or bare safetensors

@@ -1,4 +1,4 @@
-"""The command line: `tinygpt train | sample | inspect | explain | export | evaluate | bench`.
+"""The command line: `tinygpt train | sample | inspect | explain | features | export | evaluate | bench`.
 
 The scripts in scripts/*.py are thin wrappers over `main`.
 
@@ -15,39 +15,18 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from tinygpt.app import commands
+from tinygpt.app import commands, features
 from tinygpt.app.job_exit import (
     in_torchrun_job,
     leave_job_if_failed,
     said_by_this_process,
     wait_for_rank_0_to_say_it,
 )
-from tinygpt.app.usage import Parser
+from tinygpt.app.usage import Parser, html_path, numbers
 from tinygpt.config.run_config import DEVICES, shipped_configs
 from tinygpt.errors import UserError
 from tinygpt.training.interrupt import stopping_like_ctrl_c
-
-
-def _numbers(text: str) -> list[float]:
-    """'1,0.5' -> [1.0, 0.5], for vectors typed on the command line."""
-    try:
-        return [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of numbers; write one such as 1,0.5"
-        ) from None
-
-
-def _html_path(text: str) -> str:
-    """--html's value, which must name an HTML file: `explain --html best.pt` would write over best.pt."""
-    if text and Path(text).suffix.lower() not in (".html", ".htm"):  # "": --html alone
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: the page is an HTML file; give a name ending in .html, or --html alone "
-            "to write explain.html beside the checkpoint"
-        )
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sample(subparsers)
     _add_inspect(subparsers)
     _add_explain(subparsers)
+    _add_features(subparsers)
     _add_export(subparsers)
     _add_evaluate(subparsers)
     _add_bench(subparsers)
@@ -143,6 +123,8 @@ def _add_sample(subparsers) -> None:
         help="recompute the whole window each step (exact sliding window, slower)",
     )
     _add_ablate(p)
+    steer = "clamp feature F of layer L (tinygpt features) to VALUE; report what it does (repeatable)"
+    p.add_argument("--steer", action="append", metavar="L.F=VALUE", help=steer)
     p.set_defaults(func=commands.sample_command)
 
 
@@ -152,7 +134,9 @@ def _add_inspect(subparsers) -> None:
     )
     p.add_argument("checkpoint", help="a .pt file written by training (with --timeline: its run directory)")
     _add_prompt(p, "also show each head's attention on this text, and the next-character odds", default=None)
-    p.add_argument("--layer", type=int, help="with --prompt: only this layer (default: all)")
+    p.add_argument(
+        "--layer", type=int, help="with --prompt: only this layer (default: all); with --features: its"
+    )
     p.add_argument("--head", type=int, help="with --prompt: only this head (default: all)")
     p.add_argument("--lens", action="store_true", help="with --prompt: the logit lens, each layer's top 5")
     p.add_argument(
@@ -167,8 +151,12 @@ def _add_inspect(subparsers) -> None:
     )
     _add_logit_views(p)
     p.add_argument(
-        "--json", action="store_true", help="with --heads, --attribution or --patch: the same as JSON"
+        "--json", action="store_true", help="with --heads, --attribution, --patch or --features: as JSON"
     )
+    features_help = "the dictionary `tinygpt features` made: its quality, its features best-described first"
+    p.add_argument("--features", action="store_true", help=features_help)
+    p.add_argument("--feature", type=int, metavar="F", help="with --features: this feature in detail")
+    p.add_argument("--site", choices=["mlp_out", "resid_post"], help="with --features: the hook point's site")
     p.add_argument(
         "--windows",
         type=int,
@@ -248,15 +236,35 @@ def _add_explain(subparsers) -> None:
         "--html",
         nargs="?",
         const="",
-        type=_html_path,
+        type=html_path,
         metavar="OUT.html",
         help="write the interactive explainer page instead: to OUT.html, or alone to explain.html "
         "in the checkpoint's run directory",
     )
-    p.add_argument("--q", type=_numbers, metavar="Q", help="by hand, without a model: a query, e.g. 1,0.5")
-    p.add_argument("--keys", type=_numbers, nargs="+", metavar="K", help="by hand: keys, e.g. 1,0 0.5,1")
-    p.add_argument("--values", type=_numbers, nargs="+", metavar="V", help="by hand: one value per key")
+    p.add_argument("--q", type=numbers, metavar="Q", help="by hand, without a model: a query, e.g. 1,0.5")
+    p.add_argument("--keys", type=numbers, nargs="+", metavar="K", help="by hand: keys, e.g. 1,0 0.5,1")
+    p.add_argument("--values", type=numbers, nargs="+", metavar="V", help="by hand: one value per key")
     p.set_defaults(func=commands.explain_command)
+
+
+def _add_features(subparsers) -> None:
+    help = "train a sparse dictionary of one layer's activations; score it and describe every feature"
+    example = (
+        "example: tinygpt features checkpoints/cpu --layer 1; tinygpt inspect checkpoints/cpu --features"
+    )
+    p = subparsers.add_parser("features", help=help, epilog=example)
+    p.add_argument(
+        "run", help="a run directory (its best.pt) or a .pt file; writes RUN/features/SITE.LAYER.pt"
+    )
+    p.add_argument("--layer", type=features.layer_option, help="a layer, or all (default 1)")
+    p.add_argument("--site", choices=["mlp_out", "resid_post"], default="mlp_out", help="default mlp_out")
+    p.add_argument("--size", type=int, help="latents (default 8 × the model's width)")
+    p.add_argument("--k", type=int, default=16, help="latents kept per position (default 16)")
+    p.add_argument("--seed", type=int, default=0, help="the dictionary's seed and its windows' (default 0)")
+    p.add_argument("--positions", type=int, default=600_000, help="positions trained on (default 600,000)")
+    p.add_argument("--device", default="auto", choices=DEVICES, help="default auto")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=features.features_command)
 
 
 def _add_export(subparsers) -> None:

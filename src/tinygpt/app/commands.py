@@ -56,6 +56,7 @@ def sample_command(args: argparse.Namespace) -> None:
         use_cache=not args.no_cache,
         ablate=args.ablate,
         ablate_mode=ablate_mode(args),
+        steer=args.steer,
     )
 
 
@@ -73,10 +74,12 @@ def sample(
     out: TextIO | None = None,
     ablate: str | None = None,
     ablate_mode: str = "zero",
+    steer: list[str] | None = None,
 ) -> list[str]:
     """`tinygpt sample`: print num_samples continuations of prompt, character by character; return them.
 
     ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.explain.ablate), in ablate_mode.
+    steer: features to clamp, as LAYER.FEATURE=VALUE each; the measured effect goes to stderr first.
     """
     from tinygpt.app.loaded import load
     from tinygpt.app.sample import Sampling
@@ -91,9 +94,12 @@ def sample(
         )
     lm = load(checkpoint, pick_device(device))
     with lm.ablate(ablate, ablate_mode) if ablate else nullcontext():
+        if steer:
+            print(lm.steering(prompt, steer), file=sys.stderr)  # before sampling: a mistake stops it
         return lm.sample(
             prompt, max_new_tokens, temperature, top_k, top_p, num_samples, seed,
             stream=out or sys.stdout, use_cache=use_cache,  # stdout looked up now: a redirected one counts
+            steer=steer,
         )  # fmt: skip
 
 
@@ -111,13 +117,17 @@ def inspect_command(args: argparse.Namespace) -> None:
     if logit_view_options(args):  # --attribution or --patch: a view of its own
         print(logit_view(args))
         return
+    if args.features or args.feature is not None or args.site:
+        return inspect_features_command(args)
     if args.prompt is None and (args.layer is not None or args.head is not None):
         raise UserError("--layer and --head choose which heatmaps --prompt shows; add --prompt")
     if args.prompt is None and (args.lens or args.ablate):
         raise UserError("--lens and --ablate change what --prompt shows; add --prompt")
     ablate_mode(args)  # refused without --ablate, before any work
     if args.json and not args.heads:
-        raise UserError("--json prints --heads, --attribution or --patch as JSON; add one of them")
+        raise UserError(
+            "--json prints --heads, --attribution, --patch or --features as JSON; add one of them"
+        )
     if args.from_checkpoints and not args.timeline:
         raise UserError(
             "--from-checkpoints writes the --timeline of a run that recorded none; add --timeline"
@@ -158,6 +168,29 @@ def inspect_command(args: argparse.Namespace) -> None:
     if args.prompt is not None:
         report += "\n\n" + prompt_views(load(args.checkpoint), args)
     print(report)
+
+
+def inspect_features_command(args: argparse.Namespace) -> None:
+    """`inspect RUN --features [--layer L] [--site S] [--feature F] [--json]`, a view of its own."""
+    if not args.features:
+        raise UserError("--feature and --site choose what --features shows; add --features")
+    others = [
+        args.heads,
+        args.circuits,
+        args.timeline,
+        args.prompt is not None,
+        args.head is not None,
+        args.ablate,
+    ]
+    if any(others):
+        raise UserError(
+            "--features is a view of its own: drop --heads, --circuits, --timeline, --prompt, --head and "
+            "--ablate, or --features"
+        )
+    from tinygpt.app.features import inspect_features, run_checkpoint
+    from tinygpt.app.loaded import load
+
+    inspect_features(load(run_checkpoint(args.checkpoint)), args)
 
 
 def prompt_views(lm, args: argparse.Namespace) -> str:

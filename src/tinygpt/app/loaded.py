@@ -14,6 +14,8 @@ every way the commands look inside, each returning numbers that also show themse
     with lm.hooks({"blocks.1.attn.z": fn}): ...  # read or replace one while anything runs
     lm.attribution("To be", position=-1)        # inspect --attribution: which part wrote the logit
     lm.patch("abcab", "abdab")                  # inspect --patch: activation patching
+    lm.features(layer=1)                        # inspect --features (after `tinygpt features RUN`)
+    lm.sample("ROMEO:", steer={"1.37": 8})      # sample --steer 1.37=8; lm.steering(...): its effect
 
 The commands call these, so a notebook and the command line give the same numbers, and the
 same one-line UserError for a bad argument (it names the command's option, e.g. --token).
@@ -27,6 +29,7 @@ from typing import TextIO
 
 import torch
 
+from tinygpt.app.features import chosen_file, parse_steers, remake, steering_report
 from tinygpt.app.sample import Sampling, continuations
 from tinygpt.data.corpus import validation_windows
 from tinygpt.device import pick_device
@@ -36,26 +39,31 @@ from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads, validation
 from tinygpt.explain.attribution import logit_parts, parts_text
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.circuits import circuits_table, composition, edges
+from tinygpt.explain.feature_text import feature_list
 from tinygpt.explain.heatmap import attention_view
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
 from tinygpt.explain.lens import lens_view, logit_lens
 from tinygpt.explain.page import page_data
 from tinygpt.explain.patching import patching, patching_text
 from tinygpt.explain.roles import Boundaries
+from tinygpt.explain.steering import steering_effects, steering_hooks
 from tinygpt.explain.trace import chosen, trace_prompt
 from tinygpt.explain.views import (
     Attention,
     Attribution,
     Backward,
     Circuits,
+    Features,
     HeadsTable,
     Lens,
     PageData,
     Patch,
+    Steering,
     Walkthrough,
 )
 from tinygpt.explain.walkthrough import backward_text, row_arithmetic, walk_focus, walkthrough
 from tinygpt.files.checkpoint import Checkpoint, chosen_checkpoint, read_checkpoint
+from tinygpt.files.feature_file import FeatureFile, read_features
 from tinygpt.hooks import Hook
 from tinygpt.model import GPT
 from tinygpt.tokenizer import CharTokenizer, prompt_ids
@@ -70,6 +78,7 @@ class TinyGPT:
         self.tokenizer: CharTokenizer = checkpoint.tokenizer
         self.record: dict = checkpoint.record
         self.ablated: tuple[list[Head], str] | None = None  # the heads `with ablate(...)` switched off
+        self.feature_files: dict[Path, FeatureFile] = {}  # read once each
 
     def __repr__(self) -> str:
         c = self.model.config
@@ -93,15 +102,54 @@ class TinyGPT:
         seed: int = 1337,
         stream: TextIO | None = None,
         use_cache: bool = True,
+        steer: dict[str, float] | None = None,
     ) -> list[str]:
         """num_samples continuations of prompt (each starting with it), as `tinygpt sample` makes them
-        with the same seed; stream: also write them there character by character."""
+        with the same seed; stream: also write them there character by character; steer: features
+        clamped to values while sampling, {"LAYER.FEATURE": value} (`--steer`, explain/steering.py)."""
         _text(prompt)
         _whole(max_new_tokens=max_new_tokens, top_k=top_k, num_samples=num_samples, seed=seed)
         _real(temperature=temperature, top_p=top_p)
         sampling = Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
         ids = self.to_tokens(prompt)
-        return continuations(self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream)
+        hooks = steering_hooks(self._steers(steer)) if steer else {}
+        with self.model.hooks(hooks):
+            return continuations(self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream)
+
+    def features(self, layer: int | None = None, site: str | None = None) -> Features:
+        """The run's dictionary of one hook point, made by `tinygpt features` (layer, site: which, when the
+        run has several): its quality beside the control's, its features best-described first
+        (`inspect --features`); `.feature(f)` shows one."""
+        _whole(layer=layer)
+        n_layer = self.model.config.n_layer
+        if layer is not None and not 0 <= layer < n_layer:
+            raise UserError(
+                f"--layer {layer} does not exist: this model has {n_layer} layers (0 … {n_layer - 1})"
+            )
+        features = self.feature_file(layer, site)
+        return Features(feature_list(features), features)
+
+    def feature_file(self, layer: int | None = None, site: str | None = None) -> FeatureFile:
+        """The feature file of one hook point (tinygpt.files.feature_file), checked to be this model's."""
+        path = chosen_file(self.path, layer, site)
+        if path not in self.feature_files:
+            made_as = remake(self.path.parent, *path.name.split(".")[:2])
+            self.feature_files[path] = read_features(path, self.checkpoint, made_as)
+        return self.feature_files[path]
+
+    def steering(self, prompt: str, steer: dict[str, float]) -> Steering:
+        """What clamping the features in steer does to prompt: the log-probability of each one's promoted
+        characters, unsteered and steered (what `sample --steer` reports)."""
+        _text(prompt)
+        effects = steering_effects(
+            self.model, self.to_tokens(prompt), self.checkpoint.chars, self._steers(steer)
+        )
+        return Steering(steering_report(effects), effects)
+
+    def _steers(self, steer: dict[str, float] | list[str]) -> list:
+        if not isinstance(steer, dict | list | tuple):
+            raise UserError(f'steer {described(steer)} is not a dict; pass e.g. steer={{"1.37": 8}}')
+        return parse_steers(self, steer)
 
     def run_with_cache(
         self, prompt: str, names: str | list[str] = "*"

@@ -3,13 +3,15 @@
 argparse answers a value of the wrong kind, an unknown choice or option, or a missing
 value with its usage text and a terse line (`invalid int value: '1e9'`); `Parser`
 says it instead in one line, `error: …`, with what to type, and exits with 2, as
-tinygpt.app.cli does for every other mistake.
+tinygpt.app.cli does for every other mistake. The value types of tinygpt's own options (`numbers`,
+`html_path`) raise argparse's ArgumentTypeError with the fix, said in that line too.
 """
 
 import argparse
 import difflib
 import re
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from tinygpt.config.run_config import key_for
@@ -52,7 +54,8 @@ def usage_mistake(parser: argparse.ArgumentParser, message: str) -> str:
         hint = f"did you mean {close[0]}? " if close else ""
         return f"{parser.prog} has no option {first}; {hint}{listed}"
     if message == "the following arguments are required: command":
-        return "name a command: train, sample, inspect, explain, export, evaluate or bench (tinygpt --help)"
+        commands = "train, sample, inspect, explain, features, export, evaluate or bench"
+        return f"name a command: {commands} (tinygpt --help)"
     if message.startswith("the following arguments are required: "):
         needed = message.removeprefix("the following arguments are required: ")
         return f"{parser.prog} needs {needed}; {parser.prog} --help says what it takes, with an example"
@@ -118,3 +121,23 @@ def _whole(parser: argparse.ArgumentParser, option: str, text: str) -> str:
         pass
     default = parser._option_string_actions[option].default  # argparse keeps each option's action here
     return str(default) if isinstance(default, int) else "100"
+
+
+def numbers(text: str) -> list[float]:
+    """'1,0.5' -> [1.0, 0.5], for vectors typed on the command line."""
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of numbers; write one such as 1,0.5"
+        ) from None
+
+
+def html_path(text: str) -> str:
+    """--html's value, which must name an HTML file: `explain --html best.pt` would write over best.pt."""
+    if text and Path(text).suffix.lower() not in (".html", ".htm"):  # "": --html alone
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the page is an HTML file; give a name ending in .html, or --html alone "
+            "to write explain.html beside the checkpoint"
+        )
+    return text

@@ -11,6 +11,11 @@ heads.py        `inspect --heads`: every head's role scores, entropy and importa
 describe.py     every head in words: where it looks, at what, its entropy
 dictionary.py   a TopK sparse autoencoder of a layer's activations (a dictionary of features), its training
 explanations.py any unit (neuron, feature) in words, from where it fires in the text; its top contexts
+features.py     `tinygpt features`: a dictionary trained on a hook point's activations, and its step-0 control
+feature_quality.py  a dictionary on validation text: L0, explained variance, the loss with it spliced in
+feature_notes.py    each feature described: density, histogram, contexts, promoted characters, descriptions
+feature_text.py     a feature file as text: the quality table, the features listed, one feature in detail
+steering.py     a feature clamped to a value while the model runs, and its measured effect
 circuits.py     `inspect --circuits`: how heads compose (Q, K, V) from the weights; knockouts
 attribution.py  `inspect --attribution`: a logit split into what each head, MLP and embedding wrote
 patching.py     `inspect --patch`: each activation taken from a clean run into a corrupted one, scored

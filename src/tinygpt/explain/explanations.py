@@ -229,7 +229,13 @@ def widest(found: list[tuple[Explanation, Family, int]]) -> list[tuple[Explanati
     return sorted(found, key=lambda e: (-e[0].recall, -e[0].precision))[:WIDE]
 
 
-def explain(text: str, acts: torch.Tensor, threshold: float = 0.0, count: int = 10) -> list[Explanation]:
+def explain(
+    text: str,
+    acts: torch.Tensor,
+    threshold: float = 0.0,
+    count: int = 10,
+    candidates: list[Family] | None = None,
+) -> list[Explanation]:
     """The `count` descriptions of where a unit fires (acts > threshold) that fit best, best first.
 
     Args:
@@ -237,6 +243,7 @@ def explain(text: str, acts: torch.Tensor, threshold: float = 0.0, count: int = 
         acts: (N,) the unit's activation at each character.
         threshold: the unit fires where its activation is above this (0 for a dictionary feature).
         count: how many descriptions to return.
+        candidates: `families(text)`, when many units of one text are described: built once, not per unit.
     Returns:
         Explanations by F1, then precision, then (for equal numbers) a single description before
         a pair; none when the unit never fires.
@@ -247,7 +254,7 @@ def explain(text: str, acts: torch.Tensor, threshold: float = 0.0, count: int = 
     if not fires.any():
         return []
     whats, wheres = [], []
-    for family in families(text):
+    for family in candidates if candidates is not None else families(text):
         for explanation, label in scored(family, fires):
             (whats if family.what else wheres).append((explanation, family, label))
     pairs = paired(widest(whats), widest(wheres), fires)

@@ -1,19 +1,24 @@
-"""The validation split a checkpoint was scored on: the corpus its config names, checked to be the text it
-learned from. Every view that scores a model on text it did not train on (heads, ablation means, the
-timeline, neurons, features) reads the split here."""
+"""The splits of the text a checkpoint learned from: the corpus its config names, checked to be that text.
+Every view that scores a model on text it did not train on (heads, ablation means, the timeline, neurons,
+features) reads the validation split here; a feature dictionary trains on the training split."""
 
 from pathlib import Path
 
 import torch
 
 from tinygpt.config.run_config import from_dict
-from tinygpt.data.corpus import BUILTIN_CORPORA, load_corpus
+from tinygpt.data.corpus import BUILTIN_CORPORA, Corpus, load_corpus
 from tinygpt.errors import UserError
 from tinygpt.files.checkpoint import Checkpoint
 
 
 def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Path) -> torch.Tensor:
     """The validation ids of the corpus a checkpoint was trained on, checked to be the text it learned."""
+    return corpus_of(checkpoint, block_size, path).val
+
+
+def corpus_of(checkpoint: Checkpoint, block_size: int, path: str | Path) -> Corpus:
+    """The corpus a checkpoint was trained on, split as it was, checked to be the text it learned."""
     data = checkpoint.run_section("data")
     if data is None:
         raise UserError(
@@ -36,4 +41,4 @@ def validation_split_of(checkpoint: Checkpoint, block_size: int, path: str | Pat
             f"the corpus {corpus.path} that {path} was trained on has other characters now; "
             "this needs the text the model learned from"
         )
-    return corpus.val
+    return corpus

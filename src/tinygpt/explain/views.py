@@ -14,14 +14,18 @@ from typing import Any
 
 import torch
 
+from tinygpt.errors import UserError
 from tinygpt.explain.attribution import LogitParts
 from tinygpt.explain.backward import RowBackward
+from tinygpt.explain.feature_notes import ranked
+from tinygpt.explain.feature_text import LISTED, feature_detail, headline, quality_table, summary
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heads import HeadReport, Heads
 from tinygpt.explain.inline import cell_html
 from tinygpt.explain.patching import Patching
 from tinygpt.explain.roles import ROLES, SHORT_NAMES
 from tinygpt.explain.walkthrough import RowArithmetic
+from tinygpt.files.feature_file import FeatureFile
 
 PageData = Callable[[], dict[str, Any]]  # builds the page's data (explain.page.page_data) when called
 
@@ -252,4 +256,101 @@ def patching_html(found: Patching) -> str:
         "<p>the residual stream patched at one position (columns: clean, below it the corrupted "
         "character where they differ)</p>"
         f"{table.format('streams', f'<tr><th></th>{chars}</tr>{streams}')}</div>"
+    )
+
+
+@dataclass(repr=False)
+class Feature(View):
+    """One feature in detail: density, descriptions, histogram, characters, contexts (`--feature F`)."""
+
+    data: dict[str, Any]  # its note (tinygpt.explain.feature_notes), with the hook point's layer and site
+
+    def _repr_html_(self) -> str:
+        return feature_html(self.data)
+
+
+@dataclass(repr=False)
+class Features(View):
+    """A run's features of one hook point, best-described first, and their quality beside the control's."""
+
+    file: FeatureFile
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """Everything the file says but its tensors, as JSON would hold it (`inspect --features --json`)."""
+        f = self.file
+        return {"layer": f.layer, "site": f.site, "size": f.size, "k": f.k, "record": f.record,
+                "features": ranked(f.features)}  # fmt: skip
+
+    def feature(self, feature: int) -> Feature:
+        """One feature in detail (`inspect --features --feature F`)."""
+        size = self.file.size
+        if isinstance(feature, bool) or not isinstance(feature, int) or not 0 <= feature < size:
+            raise UserError(
+                f"--feature {feature!r} does not exist: the dictionary has {size:,} (0 … {size - 1})"
+            )
+        note = {"layer": self.file.layer, "site": self.file.site, **self.file.features[feature]}
+        return Feature(feature_detail(self.file, feature), note)
+
+    def _repr_html_(self) -> str:
+        return features_html(self.file)
+
+
+@dataclass(repr=False)
+class Steering(View):
+    """What clamping features did to the prompt's next-character odds: one dict per steer (steering.py)."""
+
+    effects: list[dict[str, Any]]
+
+
+def _marked_html(context: dict[str, Any]) -> str:
+    text, i = context["text"], context["index"]
+    return f"{html.escape(text[:i])}<mark>{html.escape(text[i])}</mark>{html.escape(text[i + 1 :])}"
+
+
+def features_html(file: FeatureFile) -> str:
+    """The quality table as text, then the best-described features as an HTML table, with a context each."""
+    rows = []
+    for note in ranked(file.features)[:LISTED]:
+        context = _marked_html(note["contexts"][0]) if note["contexts"] else ""
+        promoted = html.escape(" ".join(c for c, _ in note["promoted"][:3]))
+        rows.append(
+            f'<tr><td style="{CELL}">{note["feature"]}</td><td style="{CELL}">{note["density"]:.2%}</td>'
+            f"<td>{promoted}</td><td>{html.escape(summary(note))}</td>"
+            f'<td style="white-space:pre;font-family:monospace">{context}</td></tr>'
+        )
+    header = (
+        "<tr><th>feature</th><th>density</th><th>promotes</th><th>best description</th><th>context</th></tr>"
+    )
+    top = html.escape(f"{headline(file)}\n\n{quality_table(file)}")
+    return (
+        f"<pre>{top}</pre>"
+        f'<table class="tinygpt-features" style="border-collapse:collapse;font-size:13px">{header}'
+        f"{''.join(rows)}</table>"
+    )
+
+
+def feature_html(note: dict[str, Any]) -> str:
+    """One feature: its descriptions, its histogram as bars, its characters, its contexts marked."""
+    title = html.escape(f"feature {note['feature']} of blocks.{note['layer']}.{note['site']}: "
+                        f"fires on {note['density']:.2%} of validation positions")  # fmt: skip
+    items = "".join(
+        f"<li>{html.escape(e['words'])}: precision {e['precision']:.0%}, recall {e['recall']:.0%}</li>"
+        for e in note["explanations"]
+    )
+    top = max(note["histogram"]) or 1
+    bars = "".join(
+        f'<div title="{c}" style="display:inline-block;width:10px;margin-right:1px;background:#4a7;'
+        f'height:{round(40 * c / top)}px"></div>'
+        for c in note["histogram"]
+    )
+    chars = "; ".join(f"{html.escape(c)} {v:+.3f}" for c, v in note["promoted"])
+    contexts = "".join(
+        f'<div style="white-space:pre;font-family:monospace">{c["value"]:7.3f}  {_marked_html(c)}</div>'
+        for c in note["contexts"]
+    )
+    return (
+        f"<p><b>{title}</b></p><ul>{items}</ul>"
+        f'<div style="display:flex;align-items:flex-end;height:42px">{bars}</div>'
+        f"<p>0 … {note['max']:.3f}</p><p>promotes: {chars}</p>{contexts}"
     )

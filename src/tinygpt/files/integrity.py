@@ -126,14 +126,14 @@ def pickle_imports(pickled: bytes) -> list[str]:
     return names
 
 
-def refusal(path: Path, error: pickle.UnpicklingError, advice: str | None) -> str:
+def refusal(path: Path, error: pickle.UnpicklingError, advice: str | None, kind: str = "checkpoint") -> str:
     """Why the safe loader refused the pickle: it would run code, it is in a form it does not read, or damage.
 
     The loader stops at the first opcode it does not know (protocol 4's FRAME, protocol 0's
     INST), before it sees what the pickle would import; the pickle is read here without running it.
     """
     if seal_problem(path) == SEAL_BROKEN:  # a file tinygpt wrote, damaged since
-        return unreadable(path, advice)
+        return unreadable(path, advice, kind)
     try:
         with zipfile.ZipFile(path) as archive:
             name = next(n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
@@ -145,26 +145,27 @@ def refusal(path: Path, error: pickle.UnpicklingError, advice: str | None) -> st
     ):
         return (
             f"refusing to load {path}: it holds Python objects that would run code "
-            "when unpickled, and a tinygpt checkpoint holds only tensors and plain "
+            f"when unpickled, and a tinygpt {kind} holds only tensors and plain "
             "data; do not use this file"
         )
     if names is not None:
         return (
-            f"checkpoint {path} is pickled in a form the safe loader does not read (not torch.save's "
+            f"{kind} {path} is pickled in a form the safe loader does not read (not torch.save's "
             "default protocol 2); save it again with torch.save, or use a best.pt or last.pt"
         )
-    return unreadable(path, advice)  # bytes that are not a pickle at all
+    return unreadable(path, advice, kind)  # bytes that are not a pickle at all
 
 
-def unreadable(path: Path, advice: str | None) -> str:
+def unreadable(path: Path, advice: str | None, kind: str = "checkpoint") -> str:
+    """What a file torch.load cannot read is (empty, truncated, not torch.save's), said of a `kind`."""
     with open(path, "rb") as f:
         head = f.read(4)
     if not head:
-        problem = f"checkpoint {path} is empty"
+        problem = f"{kind} {path} is empty"
     elif head == b"PK\x03\x04":  # the start of torch.save's zip archive
-        problem = f"checkpoint {path} is truncated or corrupted and cannot be read"
+        problem = f"{kind} {path} is truncated or corrupted and cannot be read"
     else:
-        problem = f"{path} is not a tinygpt checkpoint (not a file written by torch.save)"
+        problem = f"{path} is not a tinygpt {kind} (not a file written by torch.save)"
         advice = advice or "pass a best.pt or last.pt"
     return f"{problem}; {advice or OTHER_ADVICE}"
 
