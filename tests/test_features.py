@@ -82,10 +82,9 @@ def test_quality_and_the_control_are_in_the_record_and_training_did_something(ru
 
 
 def test_the_control_model_is_the_runs_step_zero_weights(tiny_run):
-    from tinygpt.training.setup import set_up
-
     from tinygpt.config.run_config import from_dict
     from tinygpt.training.distributed import Ranks
+    from tinygpt.training.set_up import set_up
 
     checkpoint = read_checkpoint(tiny_run / "best.pt")
     rebuilt = step_zero_model(checkpoint)

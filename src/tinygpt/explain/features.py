@@ -9,7 +9,7 @@ scored on the validation split (tinygpt.explain.feature_quality) and each featur
 
 A control dictionary is trained the same way, on the same windows, on the run's step-0 weights,
 rebuilt exactly as training built them (`torch.manual_seed(train.seed + rank 0)`, then `GPT(config)`,
-tinygpt.training.setup.set_up): what a dictionary of an untrained model finds is what training did
+tinygpt.training.set_up.set_up): what a dictionary of an untrained model finds is what training did
 not add. Its quality and its descriptions' precision sit beside the trained one's.
 
 The defaults fit the README's model (configs/cpu.yaml, 4 layers × 128): 8 latents per number of the
@@ -91,7 +91,7 @@ def step_zero_model(checkpoint: Checkpoint) -> GPT:
     fields = GPTConfig.__dataclass_fields__
     config = GPTConfig(**{k: v for k, v in checkpoint.model_config.items() if k in fields})
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # tinygpt.training.setup.set_up: torch.manual_seed(t.seed + ranks.rank)
+        torch.manual_seed(seed)  # tinygpt.training.set_up.set_up: torch.manual_seed(t.seed + ranks.rank)
         return GPT(config).eval()
 
 
