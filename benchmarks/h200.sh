@@ -33,7 +33,7 @@ GPU=(--set "data.corpus=$CORPUS" --set train.device=cuda --set train.dtype=bfloa
   "$PYTHON" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name())"
 
   echo "== CUDA tests"
-  "$PYTHON" -m pytest -q -rs tests/test_device_paths.py tests/test_bench.py tests/test_evaluate.py
+  "$PYTHON" -m pytest -q -rs tests/core/test_device_paths.py tests/app/test_bench.py tests/app/test_evaluate.py
 
   echo "== benchmark (bfloat16, compiled)"
   "$PYTHON" scripts/bench.py --config configs/shakespeare_char.yaml "${GPU[@]}" --steps 50 --warmup 10 \

@@ -11,7 +11,7 @@ the induction threshold, and the layer-0 head's previous-token score and label a
 the wall time of the whole command and the load average just before it (the machine may be
 shared: the steps do not depend on the load, the seconds do). Writes docs/circuits_figures.json,
 which README.md and docs/circuits.md quote as the functions at the end of this file put them in
-words (tests/test_circuits.py checks that they do). With
+words (tests/explain/test_circuits.py checks that they do). With
 `--set`, every run gets those changes to the config too, and the figures name them.
 """
 

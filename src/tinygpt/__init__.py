@@ -34,7 +34,7 @@ __all__ = [
     "load_checkpoint",
 ]
 # name -> the module that defines it, imported on first use, so that `tinygpt train` checks a config
-# in a blink (tests/test_layout.py holds these to the rooms' rule, as if they were imports)
+# in a blink (tests/core/test_layout.py holds these to the rooms' rule, as if they were imports)
 LAZY = {
     "train": "app.api",
     "timeline": "app.api",

@@ -10,7 +10,7 @@ calls or attribute look-ups inside the step, each residual added inside its matm
 q, k, v cut from the projection without a permute, and every block matrix copied once into
 the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 products of a
 6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
-tests/test_generate.py holds it to the model's forward.
+tests/generation/test_generate.py holds it to the model's forward.
 tinygpt.generation.sampling takes it only where `usable` says nothing would be missed: nothing hooked,
 eval mode, float32, no autocast. (torch's own module hooks, which tinygpt's tools do not use, are not
 seen here: read or replace activations through the named hook points.)

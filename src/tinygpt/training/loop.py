@@ -10,7 +10,7 @@ Why the untrained model is saved: the evaluation at step 0 writes last.pt and be
 the first optimizer step, with the model's initial weights and the optimizer's and batch
 sampler's states. From that moment a run directory always holds a last.pt that agrees with its
 metrics.jsonl, so a run stopped, killed or crashed at any later point can be resumed with
---resume onto the batches the unbroken run would draw (tests/test_fault_injection.py), and
+--resume onto the batches the unbroken run would draw (tests/end_to_end/test_fault_injection.py), and
 `sample`, `inspect` and the timeline work from the first evaluation on; and best.pt exists even
 for a run whose later evaluations never beat its first (one that diverges at once). The cost is
 one save of an untrained model. A directory holding only that (a run killed before its first

@@ -10,7 +10,7 @@ singular value s is in (0, 1]):
 
 and leaves the singular vectors alone. The coefficients (a, b, c) = (3.4445, −4.7750, 2.0315),
 Muon's published ones, make the slope at 0 large (small singular values grow fast), at the price
-of not settling at exactly 1: five iterations leave them spread around 1 (tests/test_optimizer.py
+of not settling at exactly 1: five iterations leave them spread around 1 (tests/training/test_optimizer.py
 measures the spread), which Muon's authors found trains as well as the exact U Vᵀ.
 
 torch.optim.Muon runs the iterations in bfloat16, always. That is fast on GPUs and on CPUs with

@@ -3,7 +3,7 @@
 `tinygpt train --resume` (or a run directory's own config.yaml with --resume) continues the run in
 out_dir from last.pt: its weights, optimizer state, random states and record (the step, tokens seen,
 best loss, wall time), so the resumed run draws the batches and reaches the losses the unbroken run
-would (tests/test_fault_injection.py). Before anything is built, the checkpoint must be of this
+would (tests/end_to_end/test_fault_injection.py). Before anything is built, the checkpoint must be of this
 config's model and of the same text, split the same way; anything else is one line naming the file.
 Where a run left no last.pt (it was removed), best.pt's weights go on, with the optimizer and the
 batches started afresh. The directory's side (which file, the lock, rewinding metrics.jsonl past the

@@ -1,6 +1,6 @@
 """Kill training at every point of its checkpoint and metrics writes, one point per run, and resume each.
 
-For tests/test_fault_injection.py:  python tests/kill_points.py CONFIG.yaml WORKDIR
+For tests/end_to_end/test_fault_injection.py:  python tests/helpers/kill_points.py CONFIG.yaml WORKDIR
 
 A reference run first counts the points ("events") in the order training meets them:
 for each file written through write_atomic (config.yaml, lock, last.pt, best.pt),

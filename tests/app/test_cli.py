@@ -13,7 +13,7 @@ import pytest
 from tinygpt.app.cli import build_parser
 from tinygpt.config.run_config import load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def script(name: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -220,7 +220,7 @@ def test_every_python_name_the_pages_javascript_mirrors_exists():
     import importlib
     from pathlib import Path
 
-    assets = Path(__file__).resolve().parents[1] / "src" / "tinygpt" / "explain" / "assets"
+    assets = Path(__file__).resolve().parents[2] / "src" / "tinygpt" / "explain" / "assets"
     named = {name for js in assets.glob("*.js") for name in re.findall(r"tinygpt(?:\.\w+)+", js.read_text())}
     assert "tinygpt.attention.attention" in named
     for name in sorted(named):  # a module, or an attribute of one (a missing module raises)

@@ -15,7 +15,7 @@ from tinygpt.explain.describe import BUCKETS, describe, offset_shares, profiles
 from tinygpt.model import attention_weights
 
 C, NH, T = 32, 2, 16
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def wired_model() -> GPT:

@@ -214,7 +214,7 @@ def test_make_pictures_makes_the_pictures_and_the_figures_of_a_real_run(tmp_path
     if CHROMIUM is None:
         pytest.skip(f"no Chromium on this machine to take the pictures with: {NEEDS}")
     pytest.importorskip("playwright.sync_api", reason=f"no playwright: {NEEDS}")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     corpus = tmp_path / "corpus.txt"  # holding every character of the script's prompts
     prompts = "ROMEO:\nBut soft, what light through yonder window breaks?\nTo be, or not to be\n"
     corpus.write_text(make_corpus(300) + prompts * 20, encoding="utf-8")
@@ -253,7 +253,7 @@ def test_circuit_figures_fills_every_block_of_the_guide_and_the_readme_from_real
     if CHROMIUM is None:
         pytest.skip(f"no Chromium on this machine to take the picture with: {NEEDS}")
     pytest.importorskip("playwright.sync_api", reason=f"no playwright: {NEEDS}")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     corpus = tmp_path / "corpus.txt"  # every character of the script's prompt: letters and a space
     corpus.write_text(make_corpus(300) + "mqdtlbksae mqdtlbksae\n" * 20, encoding="utf-8")
     run = tmp_path / "run"

@@ -11,7 +11,7 @@ import pytest
 
 from tinygpt.app.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (script in scripts/, tinygpt subcommand): every command has both; add a pair with each new command
 COMMANDS = [

@@ -1,6 +1,6 @@
 """Training killed at every point of its checkpoint and metrics writes: nothing lost, resume completes.
 
-tests/kill_points.py does the killing, in processes forked from one that imported torch once.
+tests/helpers/kill_points.py does the killing, in processes forked from one that imported torch once.
 """
 
 import json
@@ -13,7 +13,7 @@ from conftest import own_process_group, tiny_raw
 
 pytestmark = pytest.mark.slow  # forks a training process per point
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_kill_at_any_point_of_a_save_loses_nothing_and_resume_ends_as_unbroken(corpus_file, tmp_path):
@@ -23,7 +23,12 @@ def test_a_kill_at_any_point_of_a_save_loses_nothing_and_resume_ends_as_unbroken
     raw["train"]["batch_size"] = 4
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(raw))
-    command = [sys.executable, str(ROOT / "tests" / "kill_points.py"), str(config), str(tmp_path / "work")]
+    command = [
+        sys.executable,
+        str(ROOT / "tests" / "helpers" / "kill_points.py"),
+        str(config),
+        str(tmp_path / "work"),
+    ]
     with own_process_group(command, ROOT) as job:  # the runner and any child it forked
         out, err = job.communicate(timeout=2400)  # a guard against a hang, generous for a busy machine
     assert job.returncode == 0, err

@@ -9,7 +9,7 @@ from conftest import need_extra, tiny_raw
 
 pytestmark = pytest.mark.slow  # a kernel, and a (tiny) training run
 
-TUTORIAL = Path(__file__).resolve().parents[1] / "docs" / "tutorial.ipynb"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.ipynb"
 PROMPT = "KING:\nThe fo"  # characters the test corpus holds, within its block_size of 16
 
 

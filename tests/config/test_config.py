@@ -17,7 +17,7 @@ from tinygpt.config.run_config import (
 from tinygpt.config.yaml_file import MAX_CONFIG_BYTES
 from tinygpt.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(ROOT.joinpath("configs").glob("*.yaml"))
 
 

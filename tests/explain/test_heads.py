@@ -215,7 +215,7 @@ def test_every_role_is_one_record_with_its_words_for_the_page():
     assert list(WORDS) == [*ROLES, "mixed"] and all(WORDS.values())
     assert [role.name for role in TABLE] == list(ROLES) == list(THRESHOLDS) == list(SHORT_NAMES)
     assert all(len(role.short) <= 6 for role in TABLE)  # the width of a table's column
-    script = (Path(__file__).resolve().parents[1] / "src/tinygpt/explain/assets/grid.js").read_text()
+    script = (Path(__file__).resolve().parents[2] / "src/tinygpt/explain/assets/grid.js").read_text()
     assert "DATA.role_words[" in script and "ROLE_WORDS" not in script  # the page reads them from its data
 
 

@@ -22,7 +22,7 @@ from tinygpt.training.distributed import from_environment, process_group
 
 pytestmark = pytest.mark.slow  # torchrun jobs of two processes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -84,7 +84,7 @@ def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus_
 
 def test_a_failing_rank_ends_the_whole_job(corpus_file, tmp_path):
     raw = tiny_raw(corpus_file, tmp_path / "run", batch_size=4, eval_iters=2)
-    result = torchrun(ROOT / "tests" / "failing_rank.py", raw, tmp_path)
+    result = torchrun(ROOT / "tests" / "helpers" / "failing_rank.py", raw, tmp_path)
     assert result.returncode != 0
     assert "error: rank 1 of 2: injected failure on this rank" in result.stderr
     # it failed in the third step: last.pt is step 0's (saved at the first evaluation), none after it
@@ -95,7 +95,7 @@ def test_a_failing_rank_ends_the_whole_job(corpus_file, tmp_path):
 def test_the_process_group_is_gone_with_its_threads_when_training_returns(corpus_file, tmp_path):
     """gloo's threads are joined while Python runs, so none can abort the interpreter's shutdown."""
     raw = tiny_raw(corpus_file, tmp_path / "run", batch_size=4, max_iters=10, eval_interval=10)
-    result = torchrun(ROOT / "tests" / "threads_after_training.py", raw, tmp_path)
+    result = torchrun(ROOT / "tests" / "helpers" / "threads_after_training.py", raw, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "rank 0: gloo threads left: []" in result.stdout
     assert "rank 1: gloo threads left: []" in result.stdout

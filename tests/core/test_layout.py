@@ -13,7 +13,7 @@ import tinygpt
 from tinygpt.config.run_config import ModelSection
 from tinygpt.model import GPTConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "tinygpt"
 # the floors, top down: a module imports only from its own room or a room on a lower floor, and the
 # two rooms of one floor (training, explain) not from each other

@@ -25,7 +25,7 @@ from tinygpt.files.snapshots import read_timeline
 
 pytestmark = pytest.mark.slow  # real training processes, killed and resumed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAIN_PY = str(ROOT / "scripts" / "train.py")
 
 STALL_THIRD_SAVE_OF_LAST_PT = """

@@ -33,7 +33,7 @@ import pytest
 import yaml
 from conftest import make_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SKIP = re.compile(r"^<!-- not run by the tests: (.+) -->$", re.MULTILINE)  # a line of its own
 FENCE = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 PROMPTS = "ROMEO:\nTo be, or not to be\n"  # the guides' prompts, in the vocabulary
