@@ -37,7 +37,14 @@ NO_CUDA_HERE = "this machine has CUDA"
 BASE = {
     "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "dropout": 0.0},
     "data": {"corpus": "corpus.txt"},
-    "train": {"max_iters": 4, "eval_interval": 2, "eval_iters": 1, "batch_size": 2, "device": "cpu"},
+    "train": {
+        "max_iters": 4,
+        "eval_interval": 2,
+        "eval_iters": 1,
+        "batch_size": 2,
+        "warmup_iters": 1,
+        "device": "cpu",
+    },
     "out_dir": "run",
 }
 
@@ -633,10 +640,12 @@ def names_a_test(node: str) -> bool:
     found = sorted((ROOT / "tests").rglob(f"{module_name}.py"))  # in the folder of its room
     if len(found) != 1:
         return False
-    spec = importlib.util.spec_from_file_location(module_name, found[0])
-    module = sys.modules.get(module_name) or importlib.util.module_from_spec(spec)
-    if module_name not in sys.modules:
-        spec.loader.exec_module(module)
+    if module_name not in sys.modules:  # run alone: import it as pytest would, its folder on the path
+        sys.path.insert(0, str(found[0].parent))
+        spec = importlib.util.spec_from_file_location(module_name, found[0])
+        sys.modules[module_name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[module_name])
+    module = sys.modules[module_name]
     func = getattr(module, name, None)
     if func is None or not name.startswith("test_"):
         return False
