@@ -167,7 +167,16 @@ def _add_inspect(subparsers) -> None:
     )
     _add_logit_views(p)
     p.add_argument(
-        "--json", action="store_true", help="with --heads, --attribution or --patch: the same as JSON"
+        "--neurons",
+        action="store_true",
+        help="every MLP neuron (--layer L: one layer's) by what switching it off costs, each with how "
+        "often it fires, the characters it promotes and a line in words",
+    )
+    p.add_argument("--neuron", type=int, help="with --neurons and --layer: this neuron in detail")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="with --heads, --attribution, --patch or --neurons: the same as JSON",
     )
     p.add_argument(
         "--windows",
