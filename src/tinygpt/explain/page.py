@@ -40,6 +40,7 @@ from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, o
 from tinygpt.explain.circuits import page_circuits
 from tinygpt.explain.heads import page_roles
 from tinygpt.explain.lens import logit_lens
+from tinygpt.explain.page_sections import features_data, neurons_data
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.roles import WORDS
 from tinygpt.explain.timeline import page_timeline
@@ -158,6 +159,9 @@ def page_data(
     steps_taken = (len(ids) - 1) * cfg.n_layer * cfg.n_head
     next_step(steps, f"one gradient step per head and position for step 7 ({steps_taken} steps)")
     backward["step"] = step_data(model, ids, lr)
+    next_step(steps, "the neurons and the features")
+    neurons, neurons_note = neurons_data(saved, model, path)
+    features, features_note = features_data(saved, model, path)
     next_step(steps, "packing the weights" if live else "tracing the prompt")
     data = {
         "checkpoint": path.name,
@@ -182,6 +186,10 @@ def page_data(
         **curves_data(path),
         "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
         "circuits": page_circuits(saved, model, path),  # compositions and head descriptions (circuits.js)
+        "neurons": neurons,  # each layer's costliest neurons (explain/page_sections.py, neurons.js)
+        "neurons_note": neurons_note,
+        "features": features,  # the run's feature dictionaries (explain/page_sections.py, features.js)
+        "features_note": features_note,
     }
     next_step(steps, "writing the page")
     return data
@@ -210,8 +218,8 @@ def heads_off(off: tuple[list[tuple[int, int]], str] | None) -> dict[str, Any]:
     }
 
 
-STEPS = 7  # of writing a page, as next_step counts them: reading, roles, means, gradients, step 7,
-# weights, writing
+STEPS = 8  # of writing a page, as next_step counts them: reading, roles, means, gradients, step 7,
+# neurons and features, weights, writing
 
 
 def next_step(steps: tqdm, what: str) -> None:
