@@ -35,6 +35,18 @@ NEURONS = 32  # neurons the page lists per layer, the costliest first
 FEATURES = 64  # features the page lists per feature file, the best-described first
 
 
+def page_sections(saved: Checkpoint, model: GPT, path: Path) -> dict[str, Any]:
+    """The two sections' data and notes, as the page's data holds them."""
+    neurons, neurons_note = neurons_data(saved, model, path)
+    features, features_note = features_data(saved, model, path)
+    return {
+        "neurons": neurons,
+        "neurons_note": neurons_note,
+        "features": features,
+        "features_note": features_note,
+    }
+
+
 def neurons_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[dict | None, str | None]:
     """Each layer's NEURONS costliest neurons, as the neurons section lists them, or None and why not."""
     if model.wte.weight.device.type != "cpu":
