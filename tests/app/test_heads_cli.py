@@ -84,7 +84,7 @@ def test_explain_backward_prints_every_step(run, capsys):
     [
         (
             ["inspect", "{best}", "--json"],
-            "--json prints --heads, --attribution, --patch or --features as JSON",
+            "--json prints --heads, --attribution, --patch, --neurons or --features as JSON",
         ),
         (["inspect", "{best}", "--lens"], "add --prompt"),
         (["inspect", "{best}", "--prompt", "K", "--ablate", "5.0"], "layers 0 … 1"),

@@ -50,6 +50,7 @@ def test_the_tutorial_runs_top_to_bottom_in_a_fresh_kernel(corpus_file, tmp_path
     html = [out.data["text/html"] for out in outputs if "text/html" in out.get("data", {})]
     assert sum("<iframe" in h for h in html) == 4  # the walkthrough, the heatmaps, the lens, the timeline
     assert sum('class="tinygpt-heads"' in h for h in html) == 1
+    assert sum('class="tinygpt-neuron"' in h for h in html) == 1  # one neuron, its contexts marked
     assert (tmp_path / "run" / "best.pt").is_file() and (tmp_path / "run" / "timeline.jsonl").is_file()
     printed = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
     assert "validation loss" in printed and PROMPT in printed

@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from tinygpt.explain.explanations import explain, summary, top_contexts
+from tinygpt.explain.explanations import explain, explain_many, summary, top_contexts
 
 THE = "the cat then sat with them; this thin moth said they sing, she hid there\n" * 4
 LINES = "Then we go.\nand so on\nHe said: Yes\nthen We Wait\nRomeo runs\n" * 3
@@ -121,3 +121,18 @@ def test_a_unit_that_never_fires_and_an_empty_text_get_empty_answers():
 def test_the_summary_is_the_best_description_with_its_numbers():
     line = summary(explain(THE, firing_on(THE, "the")))
     assert line == "fires on 'e' after 'th' (precision 100%, recall 100%)"
+
+
+def test_many_units_at_once_get_what_each_gets_alone_with_their_own_thresholds():
+    """70 units (more than one chunk of pairs), each with its own threshold: the lists of `explain` one
+    at a time, these built units' first descriptions included."""
+    generator = torch.Generator().manual_seed(0)
+    acts = torch.randn(70, len(THE), generator=generator)  # (U, N)
+    acts[0], acts[1] = firing_on(THE, "the"), firing_on(THE, r"\b[a-z]")
+    acts[2] = 0.0  # never fires
+    thresholds = torch.rand(70, generator=generator)
+    thresholds[:3] = 0.5
+    many = explain_many(THE, acts, thresholds)
+    assert many[0][0].words == "fires on 'e' after 'th'" and many[2] == []
+    for unit, found in enumerate(many):
+        assert found == explain(THE, acts[unit], float(thresholds[unit])), unit

@@ -151,7 +151,16 @@ def _add_inspect(subparsers) -> None:
     )
     _add_logit_views(p)
     p.add_argument(
-        "--json", action="store_true", help="with --heads, --attribution, --patch or --features: as JSON"
+        "--neurons",
+        action="store_true",
+        help="every MLP neuron (--layer L: one layer's) by what switching it off costs, each with how "
+        "often it fires, the characters it promotes and a line in words",
+    )
+    p.add_argument("--neuron", type=int, help="with --neurons and --layer: this neuron in detail")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="with --heads, --attribution, --patch, --neurons or --features: as JSON",
     )
     features_help = "the dictionary `tinygpt features` made: its quality, its features best-described first"
     p.add_argument("--features", action="store_true", help=features_help)

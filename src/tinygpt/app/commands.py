@@ -117,6 +117,9 @@ def inspect_command(args: argparse.Namespace) -> None:
     if logit_view_options(args):  # --attribution or --patch: a view of its own
         print(logit_view(args))
         return
+    if neurons_options(args):
+        print(neurons_view(args))
+        return
     if args.features or args.feature is not None or args.site:
         return inspect_features_command(args)
     if args.prompt is None and (args.layer is not None or args.head is not None):
@@ -126,7 +129,7 @@ def inspect_command(args: argparse.Namespace) -> None:
     ablate_mode(args)  # refused without --ablate, before any work
     if args.json and not args.heads:
         raise UserError(
-            "--json prints --heads, --attribution, --patch or --features as JSON; add one of them"
+            "--json prints --heads, --attribution, --patch, --neurons or --features as JSON; add one of them"
         )
     if args.from_checkpoints and not args.timeline:
         raise UserError(
@@ -221,7 +224,9 @@ def logit_view_options(args: argparse.Namespace) -> bool:
     if not (args.attribution or args.patch):
         return False
     others = [
-        o for o in ("attribution", "patch", "heads", "circuits", "timeline", "lens") if getattr(args, o)
+        o
+        for o in ("attribution", "patch", "heads", "circuits", "timeline", "lens", "neurons")
+        if getattr(args, o)
     ]
     if len(others) > 1 or args.layer is not None or args.head is not None:
         raise UserError(
@@ -256,6 +261,37 @@ def logit_view(args: argparse.Namespace) -> str:
         if args.ablate and not args.json
         else text
     )
+
+
+def neurons_options(args: argparse.Namespace) -> bool:
+    """Whether --neurons is asked for, its options checked: --neuron without it is refused, and it is a
+    view of its own."""
+    if args.neuron is not None and not args.neurons:
+        raise UserError(f"--neuron {args.neuron} picks a neuron for --neurons to show; add --neurons")
+    if not args.neurons:
+        return False
+    others = [o for o in ("heads", "circuits", "timeline", "lens", "from_checkpoints") if getattr(args, o)]
+    others += [
+        o for o in ("prompt", "head", "windows", "ablate", "ablate_mode") if getattr(args, o) is not None
+    ]
+    if others:
+        dropped = ", --".join(o.replace("_", "-") for o in others)
+        raise UserError(f"--neurons is a view of its own (with --layer, --neuron, --json): drop --{dropped}")
+    if args.neuron is not None and args.layer is None:
+        raise UserError(f"--neuron {args.neuron} is a neuron of one layer; add --layer")
+    return True
+
+
+def neurons_view(args: argparse.Namespace) -> str:
+    """`inspect --neurons`: a layer's (or every layer's) neurons by cost, or one in detail; text or JSON."""
+    from tinygpt.app.loaded import load
+    from tinygpt.explain.neurons import neurons_json
+    from tinygpt.explain.views import NeuronDetail
+
+    view = load(args.checkpoint).neurons(args.layer, args.neuron, progress=sys.stderr.isatty())
+    if not args.json:
+        return repr(view)
+    return neurons_json(view.found, view.neuron if isinstance(view, NeuronDetail) else None)
 
 
 def explain_command(args: argparse.Namespace) -> None:

@@ -16,6 +16,7 @@ every way the commands look inside, each returning numbers that also show themse
     lm.patch("abcab", "abdab")                  # inspect --patch: activation patching
     lm.features(layer=1)                        # inspect --features (after `tinygpt features RUN`)
     lm.sample("ROMEO:", steer={"1.37": 8})      # sample --steer 1.37=8; lm.steering(...): its effect
+    lm.neurons(layer=1)                         # inspect --neurons: every MLP neuron described
 
 The commands call these, so a notebook and the command line give the same numbers, and the
 same one-line UserError for a bad argument (it names the command's option, e.g. --token).
@@ -35,6 +36,7 @@ from tinygpt.data.corpus import validation_windows
 from tinygpt.device import pick_device
 from tinygpt.errors import UserError, described
 from tinygpt.explain import heads as scoring
+from tinygpt.explain import neurons as measuring
 from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads, validation_means
 from tinygpt.explain.attribution import logit_parts, parts_text
 from tinygpt.explain.backward import STEP_LR
@@ -48,6 +50,7 @@ from tinygpt.explain.patching import patching, patching_text
 from tinygpt.explain.roles import Boundaries
 from tinygpt.explain.steering import steering_effects, steering_hooks
 from tinygpt.explain.trace import chosen, trace_prompt
+from tinygpt.explain.validation import validation_split_of
 from tinygpt.explain.views import (
     Attention,
     Attribution,
@@ -56,6 +59,8 @@ from tinygpt.explain.views import (
     Features,
     HeadsTable,
     Lens,
+    NeuronDetail,
+    NeuronsTable,
     PageData,
     Patch,
     Steering,
@@ -294,6 +299,28 @@ class TinyGPT:
             self.model, self.tokenizer, self.to_tokens(clean), self.to_tokens(corrupted), answer, versus
         )
         return Patch(patching_text(found), found)
+
+    def neurons(
+        self, layer: int | None = None, neuron: int | None = None, progress: bool = False
+    ) -> NeuronsTable | NeuronDetail:
+        """Every MLP neuron of `layer` (all layers by default) on validation text: how often it fires,
+        its strongest contexts, its direct effect on the next character, what switching it off costs,
+        in words (`inspect --neurons`); with `neuron`, that neuron of `layer` in detail, its cost
+        measured. Kept beside the checkpoint (neurons/) for the next call; progress: bars on stderr."""
+        self._on_cpu("neurons")
+        _whole(layer=layer, neuron=neuron)
+        if neuron is not None and layer is None:
+            raise UserError(f"--neuron {neuron} is a neuron of one layer; give --layer too (layer=…)")
+        layers = measuring.layers_of(layer, self.model)
+        if neuron is not None:
+            measuring.neuron_index(neuron, self.model)
+        val = validation_split_of(self.checkpoint, self.model.config.block_size, self.path)
+        found = measuring.every_neuron(self.model, self.checkpoint.chars, val, self.path, layers, progress)
+        if neuron is None:
+            return NeuronsTable(measuring.neurons_text(found), found)
+        chosen_one = next(n for n in found.neurons if n.neuron == neuron)
+        chosen_one.measured = measuring.measured_cost(self.model, val, chosen_one)
+        return NeuronDetail(measuring.neuron_text(found, chosen_one), chosen_one, found)
 
     def _on_cpu(self, what: str) -> None:
         """Looking inside runs on the CPU (its tensors are made there); sampling runs anywhere."""

@@ -19,10 +19,12 @@ steering.py     a feature clamped to a value while the model runs, and its measu
 circuits.py     `inspect --circuits`: how heads compose (Q, K, V) from the weights; knockouts
 attribution.py  `inspect --attribution`: a logit split into what each head, MLP and embedding wrote
 patching.py     `inspect --patch`: each activation taken from a clean run into a corrupted one, scored
+neurons.py      `inspect --neurons`: every MLP neuron's density, contexts, direct effect, cost and words
 timeline.py     `inspect --timeline`: each head's role at every evaluation; the recorder training is handed
 walkthrough.py  `tinygpt explain`: one character through one head, every number printed
 backward.py     `explain --backward`: the gradients back through that head, and one step
 page.py         `tinygpt explain --html`: the self-contained page (with assets/)
+page_sections.py    the page's neurons and features sections' data: the costliest neurons, the feature files
 views.py        what the Python API returns: numbers, text for a terminal, HTML for a notebook
 inline.py       the page's views in a notebook cell: the page in a frame, one section shown
 pca.py          the 2-D map of the character embeddings

@@ -191,51 +191,134 @@ def speaker_line(codes: torch.Tensor, member: dict[str, torch.Tensor]) -> Family
     )
 
 
-def scored(family: Family, fires: torch.Tensor) -> list[tuple[Explanation, int]]:
-    """Each label of a family that holds somewhere the unit fires, scored: (explanation, label)."""
-    held = family.labels >= 0  # (N,)
-    holds = torch.bincount(family.labels[held], minlength=len(family.names))  # (labels,)
-    hits = torch.bincount(family.labels[held & fires], minlength=len(family.names))  # (labels,)
-    fired = int(fires.sum())
+@dataclass
+class Candidates:
+    """Every single description of a text side by side, one per (family, label): K candidates."""
+
+    families: list[Family]
+    labels: torch.Tensor  # (F, N) long: each family's label at each character
+    family: torch.Tensor  # (K,) long: the family of each candidate
+    label: torch.Tensor  # (K,) long: its label in that family
+    what: torch.Tensor  # (K,) bool: a "what" (else a "where")
+    holds: torch.Tensor  # (K,) float64: characters where it holds
+
+    def words(self, k: int, after_what: bool = False) -> str:
+        """Candidate k in words: alone, or (after_what) as it reads after a "what"."""
+        return self.families[int(self.family[k])].names[int(self.label[k])][int(after_what)]
+
+    def mask(self, ks: torch.Tensor) -> torch.Tensor:
+        """Where candidates ks (any shape S) hold: (*S, N) bool."""
+        return self.labels[self.family[ks]] == self.label[ks].unsqueeze(-1)
+
+
+def candidates(text: str) -> Candidates:
+    """The candidate descriptions of a text, built once for any number of units."""
+    found = families(text)
+    sizes = [len(f.names) for f in found]
+    index = torch.arange(len(found))
+    return Candidates(
+        found,
+        torch.stack([f.labels for f in found]) if found else torch.zeros(0, len(text), dtype=torch.long),
+        index.repeat_interleave(torch.tensor(sizes)),
+        torch.cat([torch.arange(n) for n in sizes]),
+        torch.tensor([f.what for f in found]).repeat_interleave(torch.tensor(sizes)),
+        torch.cat(
+            [torch.bincount(f.labels[f.labels >= 0], minlength=n) for f, n in zip(found, sizes, strict=True)]
+        ).double(),
+    )
+
+
+def hit_counts(c: Candidates, fires: torch.Tensor) -> torch.Tensor:
+    """For fires (N, U) (float: 1 where each unit fires), how often each candidate holds where each unit
+    fires: (K, U) float64."""
+    counts = []
+    for f in c.families:
+        held = f.labels >= 0  # (N,)
+        into = fires.new_zeros(len(f.names), fires.size(1))  # (labels, U)
+        counts.append(into.index_add_(0, f.labels[held], fires[held]))
+    return torch.cat(counts).double()  # exact: counts stay far below float32's 2^24
+
+
+def ranked(first: torch.Tensor, second: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Candidate indices per unit (K, U) -> (K, U): by `first` then `second`, both highest first, ties in
+    candidate order (as a stable sort of a list in that order); the invalid ones last."""
+    low = torch.tensor(float("-inf"), dtype=first.dtype)
+    by_second = torch.sort(-torch.where(valid, second, low), dim=0, stable=True).indices
+    then = torch.sort(-torch.where(valid, first, low).gather(0, by_second), dim=0, stable=True).indices
+    return by_second.gather(0, then)
+
+
+def f1_of(precision: torch.Tensor, recall: torch.Tensor) -> torch.Tensor:
+    """Explanation.f1 elementwise, in the same float64 operations (0 where both are 0)."""
+    total = precision + recall
+    return torch.where(total > 0, 2 * precision * recall / total.clamp(min=1e-300), torch.zeros_like(total))
+
+
+def widest_of(c: Candidates, precision, recall, valid, what: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The WIDE "what"s (or "where"s) per unit with the highest recall, then precision, that hold where
+    the unit fires: indices (WIDE, U) and which of them exist (WIDE, U) bool."""
+    mine = valid & (c.what == what).unsqueeze(1)  # (K, U)
+    order = ranked(recall, precision, mine)[:WIDE]  # (≤WIDE, U)
+    return order, mine.gather(0, order)
+
+
+def paired_scores(c: Candidates, fires: torch.Tensor, precision, recall, valid, chunk: int = 64) -> tuple:
+    """Each unit's WIDE widest "what"s narrowed by its WIDE widest "where"s: the pairs a-major
+    (a·WIDE + b), as (P, U) tensors hits, holds, and the what and where candidate of each pair."""
+    whats, has_what = widest_of(c, precision, recall, valid, True)  # (W1, U)
+    wheres, has_where = widest_of(c, precision, recall, valid, False)  # (W2, U)
+    hits, holds = [], []
+    for u in range(0, fires.size(0), chunk):
+        a = c.mask(whats[:, u : u + chunk].T).float()  # (u, W1, N)
+        b = c.mask(wheres[:, u : u + chunk].T).float()  # (u, W2, N)
+        holds.append((a @ b.transpose(1, 2)).flatten(1))  # (u, W1·W2)
+        hits.append(((a * fires[u : u + chunk].unsqueeze(1)) @ b.transpose(1, 2)).flatten(1))
+    W1, W2 = whats.size(0), wheres.size(0)
+    exists = (has_what.unsqueeze(1) & has_where.unsqueeze(0)).flatten(0, 1)  # (W1·W2, U)
+    what_of = whats.repeat_interleave(W2, dim=0)  # (W1·W2, U)
+    where_of = wheres.repeat(W1, 1)
+    h = torch.cat(hits).T.double() if hits else torch.zeros(W1 * W2, 0, dtype=torch.float64)
+    n = torch.cat(holds).T.double() if holds else torch.zeros_like(h)
+    return h * exists, n, what_of, where_of
+
+
+def explain_many(
+    text: str, acts: torch.Tensor, thresholds: torch.Tensor | float = 0.0, count: int = 10
+) -> list[list[Explanation]]:
+    """`explain` for many units at once, the text's candidates built once: acts (U, N), thresholds a
+    float or (U,); the same lists, unit by unit, that `explain` gives."""
+    if acts.size(-1) != len(text):
+        raise ValueError(f"acts has {acts.size(-1)} values for a text of {len(text)} characters")
+    limits = torch.as_tensor(thresholds, dtype=acts.dtype).reshape(-1, 1)  # (U or 1, 1)
+    fires = acts.detach().cpu() > limits.cpu()  # (U, N)
+    if not fires.any():
+        return [[] for _ in range(acts.size(0))]
+    c = candidates(text)
+    fired = fires.sum(dim=1).double()  # (U,)
+    hits = hit_counts(c, fires.T.float())  # (K, U)
+    precision, recall = hits / c.holds.clamp(min=1).unsqueeze(1), hits / fired.clamp(min=1)
+    valid = hits > 0
+    singles = ranked(f1_of(precision, recall), precision, valid)[:count]  # (≤count, U)
+    h, n, what_of, where_of = paired_scores(c, fires.float(), precision, recall, valid)
+    p2, r2 = h / n.clamp(min=1), h / fired.clamp(min=1)
+    pairs = ranked(f1_of(p2, r2), p2, h > 0)[:count]  # (≤count, U)
     found = []
-    for label in hits.nonzero().squeeze(1).tolist():
-        alone = family.names[label][0]
-        h, n = int(hits[label]), int(holds[label])
-        found.append((Explanation(f"fires on {alone}", h / n, h / fired, n, h), label))
+    for u in range(acts.size(0)):
+        mine = [
+            Explanation(f"fires on {c.words(k)}", *(float(t[k, u]) for t in (precision, recall)),
+                        int(c.holds[k]), int(hits[k, u]))
+            for k in singles[:, u].tolist() if valid[k, u]
+        ]  # fmt: skip
+        mine += [
+            Explanation(f"fires on {c.words(int(what_of[p, u]))} {c.words(int(where_of[p, u]), True)}",
+                        float(p2[p, u]), float(r2[p, u]), int(n[p, u]), int(h[p, u]))
+            for p in pairs[:, u].tolist() if h[p, u] > 0
+        ]  # fmt: skip
+        found.append(sorted(mine, key=lambda e: (-e.f1, -e.precision))[:count])
     return found
 
 
-def paired(
-    whats: list[tuple[Explanation, Family, int]],
-    wheres: list[tuple[Explanation, Family, int]],
-    fires: torch.Tensor,
-) -> list[Explanation]:
-    """Each "what" narrowed by each "where": 'fires on {what} {where}', scored."""
-    fired = int(fires.sum())
-    found = []
-    for _, what, a in whats:
-        is_what = what.labels == a  # (N,)
-        for _, where, b in wheres:
-            both = is_what & (where.labels == b)  # (N,)
-            h, n = int((both & fires).sum()), int(both.sum())
-            if h:
-                words = f"fires on {what.names[a][0]} {where.names[b][1]}"
-                found.append(Explanation(words, h / n, h / fired, n, h))
-    return found
-
-
-def widest(found: list[tuple[Explanation, Family, int]]) -> list[tuple[Explanation, Family, int]]:
-    """The WIDE candidates with the highest recall (then precision): those a second description can narrow."""
-    return sorted(found, key=lambda e: (-e[0].recall, -e[0].precision))[:WIDE]
-
-
-def explain(
-    text: str,
-    acts: torch.Tensor,
-    threshold: float = 0.0,
-    count: int = 10,
-    candidates: list[Family] | None = None,
-) -> list[Explanation]:
+def explain(text: str, acts: torch.Tensor, threshold: float = 0.0, count: int = 10) -> list[Explanation]:
     """The `count` descriptions of where a unit fires (acts > threshold) that fit best, best first.
 
     Args:
@@ -243,23 +326,13 @@ def explain(
         acts: (N,) the unit's activation at each character.
         threshold: the unit fires where its activation is above this (0 for a dictionary feature).
         count: how many descriptions to return.
-        candidates: `families(text)`, when many units of one text are described: built once, not per unit.
     Returns:
         Explanations by F1, then precision, then (for equal numbers) a single description before
         a pair; none when the unit never fires.
     """
     if acts.numel() != len(text):
         raise ValueError(f"acts has {acts.numel()} values for a text of {len(text)} characters")
-    fires = acts.detach().flatten().cpu() > threshold  # (N,)
-    if not fires.any():
-        return []
-    whats, wheres = [], []
-    for family in candidates if candidates is not None else families(text):
-        for explanation, label in scored(family, fires):
-            (whats if family.what else wheres).append((explanation, family, label))
-    pairs = paired(widest(whats), widest(wheres), fires)
-    ranked = sorted([e for e, _, _ in whats + wheres] + pairs, key=lambda e: (-e.f1, -e.precision))
-    return ranked[:count]
+    return explain_many(text, acts.flatten().unsqueeze(0), threshold, count)[0]
 
 
 def top_contexts(

@@ -21,7 +21,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.explain.dictionary import TopKDictionary
-from tinygpt.explain.explanations import explain, families, top_contexts
+from tinygpt.explain.explanations import explain_many, top_contexts
 from tinygpt.explain.feature_quality import Evaluation
 from tinygpt.model import GPT
 
@@ -29,6 +29,7 @@ DESCRIBED = 32_768  # characters of validation text the descriptions are found o
 BINS = 10
 CONTEXTS = 5
 CHARACTERS = 5  # promoted and suppressed characters kept
+CHUNK = 128  # latents described together (explanations.explain_many): (CHUNK, N) floats at a time
 EXPLANATIONS = 3
 FEW = 10  # firings below which a description's precision and recall say little
 
@@ -77,19 +78,23 @@ def describe_features(
     if only is not None:
         live = (bounds[1:] > bounds[:-1]).nonzero().squeeze(1)  # latents firing on the text
         chosen = live[torch.linspace(0, max(len(live) - 1, 0), min(only, len(live))).long()].tolist()
-    candidates = families(text)
     notes = []
-    for f in tqdm(chosen, desc="describing features", unit="feature", disable=not progress):
-        acts = torch.zeros(len(text))
-        acts[rows[bounds[f] : bounds[f + 1]]] = values[bounds[f] : bounds[f + 1]]
-        note = {"feature": f, "density": float(evaluation.densities[f])}
-        note |= activation_notes(acts, text)
-        note |= character_notes(effects[f], chars)
-        found = explain(text, acts, 0.0, EXPLANATIONS, candidates)
-        note["explanations"] = [
-            {"words": e.words, "precision": e.precision, "recall": e.recall} for e in found
-        ]
-        notes.append(note)
+    for start in tqdm(
+        range(0, len(chosen), CHUNK), desc="describing features", unit="chunk", disable=not progress
+    ):
+        batch = list(chosen[start : start + CHUNK])
+        acts = torch.zeros(len(batch), len(text))  # (U, N): each latent's activation at each character
+        for u, f in enumerate(batch):
+            acts[u, rows[bounds[f] : bounds[f + 1]]] = values[bounds[f] : bounds[f + 1]]
+        described = explain_many(text, acts, 0.0, EXPLANATIONS)  # the text's candidates built once
+        for u, (f, found) in enumerate(zip(batch, described, strict=True)):
+            note = {"feature": f, "density": float(evaluation.densities[f])}
+            note |= activation_notes(acts[u], text)
+            note |= character_notes(effects[f], chars)
+            note["explanations"] = [
+                {"words": e.words, "precision": e.precision, "recall": e.recall} for e in found
+            ]
+            notes.append(note)
     return notes
 
 

@@ -12,6 +12,8 @@ The frame is sandboxed to scripts alone: the page cannot reach the notebook arou
     "lens"                    the prompt's tokens, their top-5 and the logit lens rows
     "walkthrough"             the arithmetic of one row; "backward" with its backward pass open
     "circuits", "timeline"    the circuit view, the timeline with its slider
+    "attribution"             the selected position's direct logit attribution
+    "neurons", "features"     the costliest MLP neurons; the run's feature dictionaries
 """
 
 import html
@@ -29,6 +31,9 @@ SECTIONS = {
     "backward": "arith-section",
     "circuits": "circuits-section",
     "timeline": "timeline-section",
+    "attribution": "attribution-section",
+    "neurons": "neurons-section",
+    "features": "features-section",
 }
 HEIGHT = 480  # pixels a frame has before its page says how much it needs
 CELL_LIVE_LIMIT = 500_000  # parameters up to which a view carries the weights (about 2.7 MB of base64)
@@ -51,7 +56,12 @@ FRAME = """<iframe id="$id" class="tinygpt-view" title="tinygpt: $view" sandbox=
 </script>"""
 
 
-OWN_DATA = {"timeline": "timeline", "circuits": "circuits"}  # data that only its own section draws
+OWN_DATA = {  # data that only its own section draws
+    "timeline": "timeline",
+    "circuits": "circuits",
+    "neurons": "neurons",
+    "features": "features",
+}
 
 
 def framed_page(data: dict[str, Any], view: str) -> str:

@@ -5,6 +5,8 @@ one script by page_script, all inlined) opens with attention on
 a worked example small enough to read, then shows the prompt's tokens with their top-5
 next characters and the logit lens, a layer × head grid of attention heatmaps labelled
 with each head's role (explain/heads.py; a click on the label switches the head off),
+the direct logit attribution of the clicked position (assets/attribution.js), each layer's costliest
+MLP neurons and the run's feature dictionaries (their data from explain/page_sections.py),
 the arithmetic of any clicked row and, behind a toggle, its backward pass, a PCA map of
 the character embeddings and the run's loss curves; with the run's timeline.jsonl, a
 slider over its training steps (assets/timeline.js and .css, tinygpt.explain.timeline).
@@ -40,6 +42,7 @@ from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, o
 from tinygpt.explain.circuits import page_circuits
 from tinygpt.explain.heads import page_roles
 from tinygpt.explain.lens import logit_lens
+from tinygpt.explain.page_sections import page_sections
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.roles import WORDS
 from tinygpt.explain.timeline import page_timeline
@@ -140,7 +143,6 @@ def page_data(
     """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing;
     `loaded`: the checkpoint already read and its model built (tinygpt.load's), else read here; `off`:
     the heads the page starts with switched off, and how (zero or mean)."""
-    steps = steps or tqdm(disable=True)
     path = Path(checkpoint)
     saved, model = loaded or (read_checkpoint(path), None)
     model = (model or saved.build_model(path)).eval()
@@ -158,7 +160,7 @@ def page_data(
     steps_taken = (len(ids) - 1) * cfg.n_layer * cfg.n_head
     next_step(steps, f"one gradient step per head and position for step 7 ({steps_taken} steps)")
     backward["step"] = step_data(model, ids, lr)
-    next_step(steps, "packing the weights" if live else "tracing the prompt")
+    next_step(steps, f"{'packing the weights' if live else 'tracing the prompt'}, the neurons, the features")
     data = {
         "checkpoint": path.name,
         "run": path.parent.name,
@@ -182,6 +184,7 @@ def page_data(
         **curves_data(path),
         "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
         "circuits": page_circuits(saved, model, path),  # compositions and head descriptions (circuits.js)
+        **page_sections(saved, model, path),  # the costliest neurons, the feature files (neurons.js etc.)
     }
     next_step(steps, "writing the page")
     return data
@@ -211,11 +214,13 @@ def heads_off(off: tuple[list[tuple[int, int]], str] | None) -> dict[str, Any]:
 
 
 STEPS = 7  # of writing a page, as next_step counts them: reading, roles, means, gradients, step 7,
-# weights, writing
+# weights (with the neurons and features), writing
 
 
-def next_step(steps: tqdm, what: str) -> None:
-    """The bar moves on one step and says what comes next."""
+def next_step(steps: tqdm | None, what: str) -> None:
+    """The bar moves on one step and says what comes next (no bar: nothing)."""
+    if steps is None:
+        return
     steps.update()
     steps.set_description(what)
 

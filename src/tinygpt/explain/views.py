@@ -22,6 +22,7 @@ from tinygpt.explain.feature_text import LISTED, feature_detail, headline, quali
 from tinygpt.explain.glyphs import escaped
 from tinygpt.explain.heads import HeadReport, Heads
 from tinygpt.explain.inline import cell_html
+from tinygpt.explain.neurons import BEFORE, FIRING, ROWS, Neuron, Neurons, by_cost
 from tinygpt.explain.patching import Patching
 from tinygpt.explain.roles import ROLES, SHORT_NAMES
 from tinygpt.explain.walkthrough import RowArithmetic
@@ -160,6 +161,36 @@ class Patch(View):
 
     def _repr_html_(self) -> str:
         return patching_html(self.found)
+
+
+@dataclass(repr=False)
+class NeuronsTable(View):
+    """Every MLP neuron of the chosen layers: density, cost, direct effect, words (`inspect --neurons`)."""
+
+    found: Neurons
+
+    @property
+    def neurons(self) -> list[Neuron]:
+        """Every neuron, layer by layer, each layer's by index."""
+        return self.found.neurons
+
+    def costliest(self, layer: int) -> list[Neuron]:
+        """A layer's neurons, the costliest to switch off first."""
+        return by_cost(self.found, layer)
+
+    def _repr_html_(self) -> str:
+        return neurons_html(self.found)
+
+
+@dataclass(repr=False)
+class NeuronDetail(View):
+    """One neuron: its strongest activations marked in their text, its words, effect and cost."""
+
+    neuron: Neuron
+    found: Neurons  # its layer's neurons, and what they were measured on
+
+    def _repr_html_(self) -> str:
+        return neuron_html(self.neuron)
 
 
 CELL = "padding:2px 8px;text-align:right;font-variant-numeric:tabular-nums"
@@ -353,4 +384,63 @@ def feature_html(note: dict[str, Any]) -> str:
         f"<p><b>{title}</b></p><ul>{items}</ul>"
         f'<div style="display:flex;align-items:flex-end;height:42px">{bars}</div>'
         f"<p>0 … {note['max']:.3f}</p><p>promotes: {chars}</p>{contexts}"
+    )
+
+
+def _chars_html(pairs: list[tuple[str, float]]) -> str:
+    return " ".join(f'<span title="{v:+.4f}">{html.escape(escaped(c))}</span>' for c, v in pairs)
+
+
+def neurons_html(found: Neurons, rows: int = ROWS) -> str:
+    """Per layer, the `rows` neurons that cost most to switch off: a table row each."""
+    header = "<tr><th>neuron</th><th>cost</th><th>density</th><th>promotes</th><th>in words</th></tr>"
+    parts = []
+    for layer in sorted(found.effects):
+        mine = by_cost(found, layer)
+        body = "".join(
+            f'<tr class="neuron"><td>{n.name}</td><td style="{CELL}">{n.cost:+.4f}</td>'
+            f'<td style="{CELL}">{n.density:.1%}</td><td>{_chars_html(n.promotes)}</td>'
+            f'<td style="text-align:left">{html.escape(n.words)}</td></tr>'
+            for n in mine[:rows]
+        )
+        parts.append(
+            f"<p>layer {layer}: the {min(rows, len(mine))} of {len(mine)} neurons that cost most to switch "
+            "off</p>"
+            f'<table style="border-collapse:collapse;font-size:13px">{header}{body}</table>'
+        )
+    note = (
+        f"measured on {found.positions:,} validation positions; cost: the validation loss rise (nats) with "
+        f"the neuron's mean in its place, to first order; density: above {FIRING:g} of its largest activation"
+    )
+    note = f'<p style="font-size:12px">{html.escape(note)}</p>'
+    return f'<div class="tinygpt-neurons">{"".join(parts)}{note}</div>'
+
+
+def neuron_html(n: Neuron) -> str:
+    """One neuron: its numbers, then each strongest activation in its text, the character marked and
+    shaded by the activation."""
+    rows = []
+    for c in n.contexts:
+        before = c.seen[:-1][-BEFORE:]
+        strength = max(0.0, min(1.0, c.value / n.largest)) if n.largest > 0 else 0.0
+        mark = (
+            f'<mark style="background:{POSITIVE}{round(strength * 255):02x};color:#000">'
+            f"{html.escape(escaped(c.seen[-1]))}</mark>"
+        )
+        text = html.escape("".join(map(escaped, before))) + mark + html.escape("".join(map(escaped, c.after)))
+        rows.append(
+            f'<tr class="context"><td style="{CELL}">{c.value:.4f}</td><td><code>{text}</code></td></tr>'
+        )
+    cost = f"{n.cost:+.5f} estimated" + (f", {n.measured:+.5f} measured" if n.measured is not None else "")
+    lines = [
+        f"<b>neuron {n.name}</b>: fires at {n.density:.2%} of the positions "
+        f"(above {FIRING:g} × {n.largest:.4f})",
+        html.escape(f"switching it off costs {cost} nats"),
+        html.escape(f"in words: {n.words}"),
+        f"promotes {_chars_html(n.promotes)}; suppresses {_chars_html(n.suppresses)}",
+    ]
+    shown = "".join(f"<p>{line}</p>" for line in lines)
+    return (
+        f'<div class="tinygpt-neuron" style="font-size:13px">{shown}'
+        f'<table style="border-collapse:collapse">{"".join(rows)}</table></div>'
     )

@@ -7,13 +7,16 @@
 // registered with the state below (onTrace, onSelection), the others drawn once, the controls set up once.
 
 import { renderArithmetic, setupBackward } from "./arithmetic.js";
+import { logitParts, renderAttribution } from "./attribution.js";
 import { backwardUnavailable, rowBackward } from "./backward.js";
 import { DATA, ID, rowOf, V } from "./base.js";
 import { renderCurves, renderPca } from "./charts.js";
 import { renderCircuits } from "./circuits.js";
 import { renderExample } from "./example.js";
+import { renderFeatures } from "./features.js";
 import { markGrid, renderGrid, setupModeSwitch } from "./grid.js";
 import { forward, traceFromData, W } from "./model.js";
+import { renderNeurons } from "./neurons.js";
 import { renderAbout, renderTokens, runPrompt, setupPrompt } from "./prompt.js";
 import { onSelection, onTrace, select, setTrace, state, toggleHead } from "./state.js";
 import { renderTimeline } from "./timeline.js";
@@ -31,6 +34,8 @@ window.tinygpt = {
     W && ((ids, off = [], mode = "zero") => rowsOf(forward(ids, new Set(off), mode).logits, ids.length)),
   // the logit lens of ids: (n_layer, T, V)
   lens: W && ((ids) => forward(ids).lens.map((logits) => rowsOf(logits, ids.length))),
+  // the direct logit attribution of the predicted character after position t of ids, heads in `off` switched off
+  attribution: W && ((ids, t, off = [], mode = "zero") => logitParts(forward(ids, new Set(off), mode), t)),
   // the backward panel's numbers for position i of the shown prompt through head hd of `layer`
   backward: (layer, hd, i) => {
     const why = backwardUnavailable(state.trace, i);
@@ -42,12 +47,14 @@ window.tinygpt = {
   },
 };
 
-onTrace(renderTokens, renderGrid, renderArithmetic, renderPca);
-onSelection(renderTokens, markGrid, renderArithmetic);
+onTrace(renderTokens, renderGrid, renderArithmetic, renderPca, renderAttribution);
+onSelection(renderTokens, markGrid, renderArithmetic, renderAttribution);
 renderAbout();
 renderExample();
 renderCurves();
 renderCircuits();
+renderNeurons();
+renderFeatures();
 renderTimeline();
 setupPrompt();
 setupModeSwitch();

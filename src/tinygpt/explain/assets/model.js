@@ -157,10 +157,12 @@ export function forward(ids, off = new Set(), mode = "zero") {
     const fc = dense(`${prefix}mlp.c_fc`, ln2, C, 4 * C).map(gelu);
     const mlp = dense(`${prefix}mlp.c_proj`, fc, 4 * C, C);
     for (let at = 0; at < T * C; at++) x[at] += mlp[at];
-    layers.push({ resid, ln_1: ln1, q, k, v, weights, heads, contrib, out });
+    layers.push({ resid, ln_1: ln1, q, k, v, weights, heads, contrib, out, mlp });
     lens.push(lmHead(x));
   }
-  return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, lens, logits: lens[lens.length - 1], off, mode };
+  const logits = lens[lens.length - 1];
+  // stream: the residual stream that reaches ln_f (T, C), which attribution.js splits into its parts
+  return { ids, T, tok_emb: tokEmb, pos_emb: posEmb, layers, lens, logits, stream: x, off, mode };
 }
 
 // mirrors tinygpt.explain.page.trace_data, backwards: the trace Python computed for the page's prompt, for
