@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from tinygpt.data.corpus import validation_windows
 from tinygpt.errors import UserError
@@ -88,6 +89,54 @@ def ablated(
 
     with model.hooks({f"blocks.{layer}.attn.z": replace(layer, off) for layer, off in by_layer.items()}):
         yield
+
+
+CHUNK_POSITIONS = 32_768  # positions one pass of each_head_off runs at most: bounds its memory
+
+
+def rest_of_model(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
+    """The logits (B, T, vocab) when the residual stream x (B, T, C) enters block `layer`: the rest of the
+    model's forward pass (eval mode, no cache), through its hook points as forward runs them."""
+    for block in model.h[layer:]:
+        x = block(x)
+    return model.lm_head(model.hook_points.at("ln_final", model.ln_f(x)))
+
+
+@torch.no_grad()
+def each_head_off(
+    model: GPT, inputs: torch.Tensor, targets: torch.Tensor, entering: list[torch.Tensor] | None = None
+) -> torch.Tensor:
+    """The next-character loss at every position of inputs (N, T), against targets (N, T), with each head
+    switched off alone (zero): (n_layer, n_head, N, T), the numbers `with ablated(model, [(l, h)])` gives
+    head by head.
+
+    Switching off head h of layer l changes nothing before block l, so every head of a layer starts
+    from the same stream entering it (blocks.l.resid_pre: `entering`, one per layer, else from one pass
+    here): the windows are repeated once per head in the batch, a hook on blocks.l.attn.z zeroes head h
+    in copy h, and only blocks l … n_layer − 1 run, in chunks of at most CHUNK_POSITIONS positions."""
+    cfg = model.config
+    N, T = inputs.shape
+    if entering is None:
+        _, found = model.run_with_cache(inputs, names=["blocks.*.resid_pre"])
+        entering = [found[f"blocks.{layer}.resid_pre"] for layer in range(cfg.n_layer)]
+    out = torch.empty(cfg.n_layer, cfg.n_head, N, T)
+    per_pass = max(1, CHUNK_POSITIONS // (N * T))  # heads (copies of the windows) a pass runs
+    for layer, x in enumerate(entering):
+        for first in range(0, cfg.n_head, per_pass):
+            heads = torch.arange(first, min(first + per_pass, cfg.n_head))
+            k = len(heads)
+
+            def zero(z: torch.Tensor, name: str, heads: torch.Tensor = heads) -> torch.Tensor:
+                z = z.clone().view(len(heads), N, *z.shape[1:])  # (k, N, nh, T, hs)
+                z[torch.arange(len(heads)), :, heads] = 0.0  # copy c: head heads[c] off
+                return z.flatten(0, 1)
+
+            with model.hooks({f"blocks.{layer}.attn.z": zero}):
+                logits = rest_of_model(model, x.repeat(k, 1, 1), layer)  # (k·N, T, vocab)
+            wanted = targets.repeat(k, 1).flatten()  # (k·N·T,)
+            lost = F.cross_entropy(logits.flatten(0, 1).float(), wanted, reduction="none")
+            out[layer, first : first + k] = lost.view(k, N, T).cpu()
+    return out
 
 
 MEAN_WINDOWS = 16  # validation windows (each block_size long) that --ablate-mode mean averages over
