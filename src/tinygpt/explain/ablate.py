@@ -23,6 +23,7 @@ from tinygpt.data.corpus import validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.validation import validation_split_of
 from tinygpt.files.checkpoint import Checkpoint
+from tinygpt.hooks import Hook
 from tinygpt.model import GPT
 
 Head = tuple[int, int]  # (layer, head)
@@ -102,6 +103,25 @@ def rest_of_model(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
     return model.lm_head(model.hook_points.at("ln_final", model.ln_f(x)))
 
 
+def head_batches(n_head: int, positions: int) -> list[torch.Tensor]:
+    """The heads 0 … n_head − 1 in runs of as many as one pass takes, each copy of the input holding
+    `positions` positions, at most CHUNK_POSITIONS a pass (at least one head)."""
+    per_pass = max(1, CHUNK_POSITIONS // positions)
+    return list(torch.arange(n_head).split(per_pass))
+
+
+def zeroing(heads: torch.Tensor, N: int) -> Hook:
+    """A hook on blocks.L.attn.z for a batch of len(heads) copies of N windows: in copy c, head heads[c]
+    switched off (zero)."""
+
+    def zero(z: torch.Tensor, name: str) -> torch.Tensor:
+        z = z.clone().view(len(heads), N, *z.shape[1:])  # (k, N, nh, T, hs)
+        z[torch.arange(len(heads)), :, heads] = 0.0
+        return z.flatten(0, 1)
+
+    return zero
+
+
 @torch.no_grad()
 def each_head_off(
     model: GPT, inputs: torch.Tensor, targets: torch.Tensor, entering: list[torch.Tensor] | None = None
@@ -120,18 +140,10 @@ def each_head_off(
         _, found = model.run_with_cache(inputs, names=["blocks.*.resid_pre"])
         entering = [found[f"blocks.{layer}.resid_pre"] for layer in range(cfg.n_layer)]
     out = torch.empty(cfg.n_layer, cfg.n_head, N, T)
-    per_pass = max(1, CHUNK_POSITIONS // (N * T))  # heads (copies of the windows) a pass runs
     for layer, x in enumerate(entering):
-        for first in range(0, cfg.n_head, per_pass):
-            heads = torch.arange(first, min(first + per_pass, cfg.n_head))
-            k = len(heads)
-
-            def zero(z: torch.Tensor, name: str, heads: torch.Tensor = heads) -> torch.Tensor:
-                z = z.clone().view(len(heads), N, *z.shape[1:])  # (k, N, nh, T, hs)
-                z[torch.arange(len(heads)), :, heads] = 0.0  # copy c: head heads[c] off
-                return z.flatten(0, 1)
-
-            with model.hooks({f"blocks.{layer}.attn.z": zero}):
+        for heads in head_batches(cfg.n_head, N * T):
+            k, first = len(heads), int(heads[0])
+            with model.hooks({f"blocks.{layer}.attn.z": zeroing(heads, N)}):
                 logits = rest_of_model(model, x.repeat(k, 1, 1), layer)  # (k·N, T, vocab)
             wanted = targets.repeat(k, 1).flatten()  # (k·N·T,)
             lost = F.cross_entropy(logits.flatten(0, 1).float(), wanted, reduction="none")

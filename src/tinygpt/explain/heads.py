@@ -25,6 +25,7 @@ from tinygpt.data.corpus import validation_windows, window_count
 from tinygpt.errors import UserError
 from tinygpt.explain.ablate import each_head_off
 from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
+from tinygpt.explain.heads_cache import heads_key, keep, read_kept
 from tinygpt.explain.roles import (
     ROLES,
     SHORT_NAMES,
@@ -152,6 +153,15 @@ class Heads:
     windows: int = 0  # validation windows scored (each block_size long)
     probes: int = 0  # induction probes scored
 
+    def as_dict(self) -> dict:
+        """Plain data (what explain.heads_cache keeps): every field, each report as a dict."""
+        return {**vars(self), "reports": [r.as_dict() for r in self.reports]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Heads":
+        """as_dict's data back; a TypeError or KeyError when it is not such data."""
+        return cls(**{**data, "reports": [HeadReport(**r) for r in data["reports"]]})
+
 
 def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, ends: Boundaries) -> list[HeadRole]:
     """Every head's role scores, label and entropy: text (N, T) validation inputs, probes (P, 2·half)."""
@@ -253,11 +263,40 @@ def head_reports(
 
 def checkpoint_heads(checkpoint: str | Path, windows: int | None = None) -> Heads:
     """Every head of a checkpoint, scored on the validation split of the corpus it was trained on:
-    on `windows` windows of it (--windows), or by default on default_count's (or as many as it holds)."""
+    on `windows` windows of it (--windows), or by default on default_count's (or as many as it holds);
+    kept beside it (kept_heads)."""
     saved = read_checkpoint(checkpoint)
     model = saved.build_model(checkpoint).eval()
     val, ends = scoring_text(saved, model, checkpoint, windows)
-    return head_reports(model, val, ends, saved.chars, windows)
+    return kept_heads(saved, model, checkpoint, val, ends, windows)
+
+
+def kept_heads(
+    saved: Checkpoint,
+    model: GPT,
+    checkpoint: str | Path,
+    val: torch.Tensor,
+    ends: Boundaries,
+    windows: int | None = None,
+) -> Heads:
+    """head_reports of saved's model, read back from beside the checkpoint when they were scored before on
+    the same weights, text and settings (explain.heads_cache), else scored and kept there. While hooks are
+    attached to the model (heads switched off) they are scored afresh and not kept."""
+    if model.hook_points.active:
+        return head_reports(model, val, ends, saved.chars, windows)
+    cfg = model.config
+    windows = windows or default_count(cfg.block_size)
+    probes = default_count(2 * (cfg.block_size // 2), PROBES)
+    key = heads_key(saved, model, validation_windows(val, cfg.block_size, windows), probes, PROBE_SEED)
+    kept = read_kept(checkpoint, key)
+    if kept is not None:
+        try:
+            return Heads.from_dict(kept)
+        except (TypeError, KeyError):  # another layout: scored again
+            pass
+    heads = head_reports(model, val, ends, saved.chars, windows)
+    keep(checkpoint, key, heads.as_dict())
+    return heads
 
 
 def scoring_text(
@@ -265,17 +304,25 @@ def scoring_text(
 ) -> tuple[torch.Tensor, Boundaries]:
     """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint;
     `windows` (if the user chose it) checked against what the split holds."""
-    if windows is not None and windows < 1:
-        raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
-    chars = saved.chars
+    check_windows(None, model.config.block_size, windows)  # below 1: said before the corpus is read
     val = validation_split_of(saved, model.config.block_size, checkpoint)
-    held = window_count(val, model.config.block_size)
+    check_windows(val, model.config.block_size, windows)
+    return val, Boundaries.of({c: i for i, c in enumerate(saved.chars)})
+
+
+def check_windows(val: torch.Tensor | None, block_size: int, windows: int | None) -> None:
+    """--windows (None: the default) is at least 1 and at most the windows the split val holds."""
+    if windows is not None and windows < 1:
+        default = default_count(block_size)
+        raise UserError(f"--windows {windows} is below 1; use 1 or more (default {default} here)")
+    if val is None:
+        return
+    held = window_count(val, block_size)
     if windows is not None and windows > held:
         raise UserError(
-            f"--windows {windows:,} is more than the {held:,} windows of {model.config.block_size + 1} "
+            f"--windows {windows:,} is more than the {held:,} windows of {block_size + 1} "
             f"characters the validation split holds; use at most {held}"
         )
-    return val, Boundaries.of({c: i for i, c in enumerate(chars)})
 
 
 def page_roles(
