@@ -166,3 +166,21 @@ def test_the_readme_and_the_guide_quote_the_seeds_figures_the_script_wrote():
     assert figures_script.seed_block(adamw) in guide
     for threads in {r["threads"] for r in figures["runs"]}:
         assert figures_script.timing(figures, threads) in readme
+
+
+def test_knockouts_in_one_batch_are_each_earlier_head_switched_off_in_turn():
+    from tinygpt.explain.ablate import ablated
+    from tinygpt.explain.circuits import knockouts
+    from tinygpt.explain.heads import induction_probes
+    from tinygpt.explain.roles import induction_scores
+
+    torch.manual_seed(2)
+    model = GPT(GPTConfig(vocab_size=9, block_size=16, n_layer=3, n_head=3, n_embd=24)).eval()
+    found = knockouts(model, avoid=[0])
+    layer, head = found.target
+    assert list(found.without) == [(i, a) for i in range(layer) for a in range(3)]
+    probes = induction_probes(9, 16, avoid=[0])
+    for source, score in found.without.items():  # the loop the batch replaces
+        with ablated(model, [source]):
+            expected = induction_scores(attention_weights(model, probes)[layer])[head]
+        assert score == pytest.approx(float(expected), abs=1e-4)

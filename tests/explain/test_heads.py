@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import looking_back_model
 
 from tinygpt import GPT, GPTConfig
@@ -223,3 +224,36 @@ def test_repeating_marks_where_the_last_four_characters_occurred_earlier_in_the_
     ids = torch.tensor([[1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 2, 3, 4, 1]])  # "abcde abcde" then "bcda"
     where = repeating(ids, k=4)[0].nonzero().flatten().tolist()
     assert where == [9, 10]  # the copy's "abcd" ends at 9, "bcde" at 10; "ebcd" (13) and "bcda" (14) are new
+
+
+def test_every_head_off_in_one_batch_gives_the_numbers_of_switching_each_off_in_turn(monkeypatch):
+    from tinygpt.explain import ablate
+    from tinygpt.explain.ablate import each_head_off
+    from tinygpt.explain.heads import induction_loss
+
+    model = small_model(seed=5)
+    val = torch.randint(11, (600,))
+    heads = head_reports(model, val, Boundaries(word=[0], line=[]), list("abcdefghijk"), windows=5)
+    text = validation_windows(val, T, 5)
+    probes = induction_probes(11, T, avoid=[0])
+    assert heads.loss == pytest.approx(loss(model, text), abs=1e-6)
+    assert heads.induction_loss == pytest.approx(induction_loss(model, probes), abs=1e-6)
+    for r in heads.reports:  # the loop the batch replaces: one head off, two passes of the whole model
+        with ablated(model, [(r.layer, r.head)]):
+            assert r.importance == pytest.approx(loss(model, text) - heads.loss, abs=1e-6)
+            assert r.induction_loss == pytest.approx(induction_loss(model, probes), abs=1e-6)
+        assert r.importance_se > 0
+    monkeypatch.setattr(ablate, "CHUNK_POSITIONS", 1)  # one head a pass: the same numbers
+    inputs, targets = text[:, :-1], text[:, 1:]
+    assert torch.allclose(each_head_off(model, inputs, targets), per_head(model, inputs, targets), atol=1e-6)
+
+
+def per_head(model: GPT, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(n_layer, n_head, N, T): each head off in turn, the whole model run each time."""
+    rows = []
+    for layer in range(model.config.n_layer):
+        for head in range(model.config.n_head):
+            with ablated(model, [(layer, head)]), torch.no_grad():
+                logits, _ = model(inputs)
+            rows.append(F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none"))
+    return torch.stack(rows).view(model.config.n_layer, model.config.n_head, *inputs.shape)

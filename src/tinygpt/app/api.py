@@ -16,6 +16,7 @@ from typing import Any
 from tinygpt.config.run_config import RunConfig, load_config
 from tinygpt.errors import UserError, described
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
+from tinygpt.explain.inspected import Inspected
 from tinygpt.explain.page import page_data
 from tinygpt.explain.timeline import (
     from_checkpoints,
@@ -84,7 +85,8 @@ def timeline(run: str | Path, from_saved_checkpoints: bool = False) -> Timeline:
 
         def page():
             saved = read_checkpoint(path)
-            return page_data(path, saved.chars[0], live_limit=CELL_LIVE_LIMIT, loaded=(saved, None))
+            loaded = Inspected(path, saved, saved.build_model(path))
+            return page_data(path, saved.chars[0], live_limit=CELL_LIVE_LIMIT, loaded=loaded, view="timeline")
 
     return Timeline(timeline_table(snapshots), snapshots, view="timeline", page=page)
 

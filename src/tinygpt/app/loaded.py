@@ -37,13 +37,14 @@ from tinygpt.device import pick_device
 from tinygpt.errors import UserError, described
 from tinygpt.explain import heads as scoring
 from tinygpt.explain import neurons as measuring
-from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads, validation_means
+from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads
 from tinygpt.explain.attribution import logit_parts, parts_text
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.circuits import circuits_table, composition, edges
 from tinygpt.explain.feature_text import feature_list
 from tinygpt.explain.heatmap import attention_view
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
+from tinygpt.explain.inspected import Inspected
 from tinygpt.explain.lens import lens_view, logit_lens
 from tinygpt.explain.page import page_data
 from tinygpt.explain.patching import patching, patching_text
@@ -84,6 +85,7 @@ class TinyGPT:
         self.record: dict = checkpoint.record
         self.ablated: tuple[list[Head], str] | None = None  # the heads `with ablate(...)` switched off
         self.feature_files: dict[Path, FeatureFile] = {}  # read once each
+        self.inspected = Inspected(path, checkpoint, self.model)  # the corpus and head scores, read once
 
     def __repr__(self) -> str:
         c = self.model.config
@@ -185,7 +187,7 @@ class TinyGPT:
         trace = trace_prompt(self.model, ids)
         text = attention_view(trace, self.tokenizer, layers, heads)
         weights = torch.stack([lt.weights for lt in trace.layers])  # (n_layer, n_head, T, T)
-        page = self._page(prompt, layers[0], heads[0])
+        page = self._page("grid", prompt, layers[0], heads[0])
         return Attention(text, self._tokens(ids), weights, trace.logits, view="grid", page=page)
 
     def lens(self, prompt: str) -> Lens:
@@ -195,7 +197,7 @@ class TinyGPT:
         ids = self.to_tokens(prompt)
         logits = logit_lens(self.model, ids)
         text = lens_view(logits, ids, self.tokenizer)
-        return Lens(text, self._tokens(ids), logits, view="lens", page=self._page(prompt))
+        return Lens(text, self._tokens(ids), logits, view="lens", page=self._page("lens", prompt))
 
     def walkthrough(
         self, prompt: str, layer: int = 0, head: int = 0, token: int | None = None, dims: int | None = None
@@ -207,7 +209,7 @@ class TinyGPT:
         ids = self.to_tokens(prompt)
         layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims)
         text, row = self._walk(ids, layer, head, token, dims)
-        page = self._page(prompt, layer, head, token)
+        page = self._page("walkthrough", prompt, layer, head, token)
         return Walkthrough(text, layer, head, token, self._tokens(ids), row, view="walkthrough", page=page)
 
     def backward(
@@ -229,27 +231,30 @@ class TinyGPT:
         layer, head, token = walk_focus(self.model.config, ids, layer, head, token, dims, backward=True)
         text, row = self._walk(ids, layer, head, token, dims)
         back, gradients = backward_text(self.model, self.tokenizer, ids, layer, head, token, dims, lr)
-        page = self._page(prompt, layer, head, token, lr)
+        page = self._page("backward", prompt, layer, head, token, lr)
         tokens = self._tokens(ids)
         return Backward(
             f"{text}\n\n{back}", layer, head, token, tokens, row, gradients, view="backward", page=page
         )
 
     def heads(self, windows: int | None = None) -> HeadsTable:
-        """Every head's role, entropy and importance on `windows` validation windows (default 16), as
-        `inspect --heads` scores them."""
+        """Every head's role, entropy and importance on `windows` validation windows (default: 1,024
+        positions' worth, at most 16), as `inspect --heads` scores them; scored once for these weights
+        and kept beside the checkpoint (tinygpt.explain.heads_cache)."""
         self._on_cpu("heads")
         _whole(windows=windows)
-        val, ends = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
-        found = scoring.head_reports(self.model, val, ends, self.checkpoint.chars, windows or scoring.WINDOWS)
+        found = self.inspected.heads(windows)
         return HeadsTable(scoring.heads_table(found), found)
 
     def loss(self, windows: int | None = None) -> float:
-        """The validation loss on the 16 evenly spaced windows heads() scores on (with the heads `ablate`
+        """The validation loss on the evenly spaced windows heads() scores on (with the heads `ablate`
         switched off): quick, to compare ablations; `tinygpt evaluate` scores the whole split."""
         _whole(windows=windows)
-        val, _ = scoring.scoring_text(self.checkpoint, self.model, self.path, windows)
-        text = validation_windows(val, self.model.config.block_size, windows or scoring.WINDOWS)
+        block = self.model.config.block_size
+        scoring.check_windows(None, block, windows)
+        val, _ = self.inspected.validation()
+        scoring.check_windows(val, block, windows)
+        text = validation_windows(val, block, windows or scoring.default_count(block))
         return scoring.loss(self.model, text.to(self.model.wte.weight.device))
 
     def ablate(self, heads: str | list[Head], mode: str = "zero") -> AbstractContextManager:
@@ -264,7 +269,7 @@ class TinyGPT:
         c = self.model.config
         spec = heads if isinstance(heads, str) else ",".join(f"{layer}.{h}" for layer, h in heads)
         chosen_heads = parse_heads(spec, c.n_layer, c.n_head)
-        means = validation_means(self.model, self.checkpoint, self.path) if mode == "mean" else None
+        means = self.inspected.means() if mode == "mean" else None
         return _Ablation(self, chosen_heads, mode, ablated(self.model, chosen_heads, mode, means))
 
     def circuits(self) -> Circuits:
@@ -274,7 +279,7 @@ class TinyGPT:
         text = circuits_table(self.model, avoid)
         found = [e.as_dict() for e in edges(composition(self.model))] if self.model.config.n_layer > 1 else []
         first = self.checkpoint.chars[0]
-        return Circuits(text, found, view="circuits", page=self._page(first))
+        return Circuits(text, found, view="circuits", page=self._page("circuits", first))
 
     def attribution(
         self, prompt: str, position: int = -1, target: str | None = None, versus: str | None = None
@@ -340,13 +345,18 @@ class TinyGPT:
         return [self.tokenizer.chars[i] for i in ids]
 
     def _page(
-        self, prompt: str, layer: int = 0, head: int = 0, token: int | None = None, lr: float = STEP_LR
+        self,
+        view: str,
+        prompt: str,
+        layer: int = 0,
+        head: int = 0,
+        token: int | None = None,
+        lr: float = STEP_LR,
     ) -> PageData:
-        """What builds the page's data for a view, when a notebook asks for it."""
-        loaded = (self.checkpoint, self.model)
-        off = self.ablated
+        """What builds the data of the page's `view` (only what it draws), when a notebook asks for it."""
+        loaded, off = self.inspected, self.ablated
         return lambda: page_data(
-            self.path, prompt, layer, head, token, CELL_LIVE_LIMIT, lr=lr, loaded=loaded, off=off
+            self.path, prompt, layer, head, token, CELL_LIVE_LIMIT, lr=lr, loaded=loaded, off=off, view=view
         )
 
 

@@ -8,6 +8,8 @@ roles.py        the roles a head can play, one record each (name, threshold, wor
 ablate.py       switching heads off (zero, or the head's mean output), for importance and the page
 validation.py   the validation split a checkpoint was trained beside, checked to be its text
 heads.py        `inspect --heads`: every head's role scores, entropy and importance
+heads_cache.py  the head scores kept beside the checkpoint, keyed by its weights, text and settings
+inspected.py    a checkpoint being looked at: its corpus, head scores and mean outputs, read once
 describe.py     every head in words: where it looks, at what, its entropy
 dictionary.py   a TopK sparse autoencoder of a layer's activations (a dictionary of features), its training
 explanations.py any unit (neuron, feature) in words, from where it fires in the text; its top contexts

@@ -17,11 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from tinygpt.data.corpus import validation_windows
 from tinygpt.errors import UserError
 from tinygpt.explain.validation import validation_split_of
 from tinygpt.files.checkpoint import Checkpoint
+from tinygpt.hooks import Hook
 from tinygpt.model import GPT
 
 Head = tuple[int, int]  # (layer, head)
@@ -88,6 +90,65 @@ def ablated(
 
     with model.hooks({f"blocks.{layer}.attn.z": replace(layer, off) for layer, off in by_layer.items()}):
         yield
+
+
+CHUNK_POSITIONS = 32_768  # positions one pass of each_head_off runs at most: bounds its memory
+
+
+def rest_of_model(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
+    """The logits (B, T, vocab) when the residual stream x (B, T, C) enters block `layer`: the rest of the
+    model's forward pass (eval mode, no cache), through its hook points as forward runs them."""
+    for block in model.h[layer:]:
+        x = block(x)
+    return model.lm_head(model.hook_points.at("ln_final", model.ln_f(x)))
+
+
+def head_batches(n_head: int, positions: int) -> list[torch.Tensor]:
+    """The heads 0 … n_head − 1 in runs of as many as one pass takes, each copy of the input holding
+    `positions` positions, at most CHUNK_POSITIONS a pass (at least one head)."""
+    per_pass = max(1, CHUNK_POSITIONS // positions)
+    return list(torch.arange(n_head).split(per_pass))
+
+
+def zeroing(heads: torch.Tensor, N: int) -> Hook:
+    """A hook on blocks.L.attn.z for a batch of len(heads) copies of N windows: in copy c, head heads[c]
+    switched off (zero)."""
+
+    def zero(z: torch.Tensor, name: str) -> torch.Tensor:
+        z = z.clone().view(len(heads), N, *z.shape[1:])  # (k, N, nh, T, hs)
+        z[torch.arange(len(heads)), :, heads] = 0.0
+        return z.flatten(0, 1)
+
+    return zero
+
+
+@torch.no_grad()
+def each_head_off(
+    model: GPT, inputs: torch.Tensor, targets: torch.Tensor, entering: list[torch.Tensor] | None = None
+) -> torch.Tensor:
+    """The next-character loss at every position of inputs (N, T), against targets (N, T), with each head
+    switched off alone (zero): (n_layer, n_head, N, T), the numbers `with ablated(model, [(l, h)])` gives
+    head by head.
+
+    Switching off head h of layer l changes nothing before block l, so every head of a layer starts
+    from the same stream entering it (blocks.l.resid_pre: `entering`, one per layer, else from one pass
+    here): the windows are repeated once per head in the batch, a hook on blocks.l.attn.z zeroes head h
+    in copy h, and only blocks l … n_layer − 1 run, in chunks of at most CHUNK_POSITIONS positions."""
+    cfg = model.config
+    N, T = inputs.shape
+    if entering is None:
+        _, found = model.run_with_cache(inputs, names=["blocks.*.resid_pre"])
+        entering = [found[f"blocks.{layer}.resid_pre"] for layer in range(cfg.n_layer)]
+    out = torch.empty(cfg.n_layer, cfg.n_head, N, T)
+    for layer, x in enumerate(entering):
+        for heads in head_batches(cfg.n_head, N * T):
+            k, first = len(heads), int(heads[0])
+            with model.hooks({f"blocks.{layer}.attn.z": zeroing(heads, N)}):
+                logits = rest_of_model(model, x.repeat(k, 1, 1), layer)  # (k·N, T, vocab)
+            wanted = targets.repeat(k, 1).flatten()  # (k·N·T,)
+            lost = F.cross_entropy(logits.flatten(0, 1).float(), wanted, reduction="none")
+            out[layer, first : first + k] = lost.view(k, N, T).cpu()
+    return out
 
 
 MEAN_WINDOWS = 16  # validation windows (each block_size long) that --ablate-mode mean averages over

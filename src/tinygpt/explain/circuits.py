@@ -38,12 +38,12 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.errors import UserError
-from tinygpt.explain.ablate import ablated
-from tinygpt.explain.heads import WINDOWS, head_reports, induction_probes, scoring_text
+from tinygpt.explain.ablate import head_batches, zeroing
+from tinygpt.explain.heads import Heads, induction_probes
 from tinygpt.explain.roles import Boundaries, induction_scores
-from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
-from tinygpt.model import GPT, attention_weights
+from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.hooks import caught
+from tinygpt.model import GPT
 
 KINDS = ("Q", "K", "V")
 SHOWN = 10  # edges `inspect --circuits` prints
@@ -136,21 +136,32 @@ class Knockout:
     without: dict[tuple[int, int], float]  # earlier head -> the target's induction score with it off
 
 
+@torch.no_grad()
 def knockouts(model: GPT, avoid: list[int]) -> Knockout:
     """Switch each head of the layers below the best induction head off in turn (zero ablation) and score
-    that head for induction again, on the same probes (tinygpt.explain.heads; none holds an id of avoid)."""
+    that head for induction again, on the same probes (tinygpt.explain.heads; none holds an id of avoid).
+
+    The heads of a layer go off in one batch (tinygpt.explain.ablate.zeroing), from the stream entering
+    that layer, through the blocks up to the induction head's own."""
     cfg = model.config
     probes = induction_probes(cfg.vocab_size, cfg.block_size, avoid=avoid)  # (P, 2·half)
-
-    def scores() -> torch.Tensor:  # (n_layer, n_head)
-        return torch.stack([induction_scores(w) for w in attention_weights(model, probes)])
-
-    base = scores()
+    model.eval()
+    _, found = model.run_with_cache(probes, names=["blocks.*.attn.pattern", "blocks.*.resid_pre"])
+    patterns = [found[f"blocks.{layer}.attn.pattern"].float() for layer in range(cfg.n_layer)]
+    base = torch.stack([induction_scores(w) for w in patterns])  # (n_layer, n_head)
     layer, head = divmod(int(base[1:].argmax()) + cfg.n_head, cfg.n_head)  # layer 1 or later
-    without = {}
-    for source in [(i, a) for i in range(layer) for a in range(cfg.n_head)]:
-        with ablated(model, [source]):
-            without[source] = round(float(scores()[layer, head]), 4)
+    N, T = probes.shape
+    without, target = {}, f"blocks.{layer}.attn.pattern"
+    for source in range(layer):
+        for heads in head_batches(cfg.n_head, N * T):
+            seen: dict[str, torch.Tensor] = {}
+            x = found[f"blocks.{source}.resid_pre"].repeat(len(heads), 1, 1)  # (k·N, T, C)
+            with model.hooks({f"blocks.{source}.attn.z": zeroing(heads, N), target: caught(seen)}):
+                for block in model.h[source : layer + 1]:
+                    x = block(x)
+            weights = seen[target].float().view(len(heads), N, cfg.n_head, T, T)
+            for copy, a in enumerate(heads.tolist()):
+                without[(source, a)] = round(float(induction_scores(weights[copy])[head]), 4)
     return Knockout((layer, head), round(float(base[layer, head]), 4), without)
 
 
@@ -187,23 +198,18 @@ def checkpoint_circuits(checkpoint: str | Path) -> str:
 STRONG = 1.5
 
 
-def page_circuits(saved: Checkpoint, model: GPT, path: Path) -> dict:
+def page_circuits(model: GPT, heads: Heads | None, note: str | None) -> dict:
     """What the page's circuit view reads: every edge, the baseline, which edges to draw, and each
-    head's description (None, with a note, when the corpus it was trained on is not at hand)."""
+    head's description from its report (None, with a note, when the corpus it was trained on is not at
+    hand to score them)."""
     base = baseline(model.config.n_embd)
     found = edges(composition(model)) if model.config.n_layer > 1 else []
-    try:
-        val, ends = scoring_text(saved, model, path, WINDOWS)
-    except UserError as e:
-        described, note = None, f"no descriptions: {e}"
-    else:
-        heads = head_reports(model, val, ends, saved.chars)
-        keep = ("layer", "head", "description", "profile", "importance")
-        described, note = [{k: getattr(r, k) for k in keep} for r in heads.reports], None
+    keep = ("layer", "head", "description", "profile", "importance")
+    described = None if heads is None else [{k: getattr(r, k) for k in keep} for r in heads.reports]
     return {
         "edges": [e.as_dict() for e in found],
         "baseline": base,
         "strong": STRONG * base,
         "heads": described,
-        "heads_note": note,
+        "heads_note": None if heads is not None else f"no descriptions: {note}",
     }

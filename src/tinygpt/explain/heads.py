@@ -1,18 +1,20 @@
 """What each attention head does: its role scores (tinygpt.explain.roles), entropy and importance.
 
-Scored on validation windows (fixed, evenly spaced, `WINDOWS` by default), and the
-induction role on probes: random characters (no space, no newline), then a random string
-written twice, its copy a different distance back in each (a fixed seed). A head's
-entropy is the mean, over queries, of −Σ_j w_j·ln w_j (0: all on one position;
-ln(i + 1): spread evenly). Its importance is how much the validation loss on the same
+Scored on validation windows (fixed, evenly spaced: by default POSITIONS positions' worth, at
+most `WINDOWS` windows), and the induction role on probes (as many): random characters (no space,
+no newline), then a random string written twice, its copy a different distance back in each (a
+fixed seed). A head's entropy is the mean, over queries, of −Σ_j w_j·ln w_j (0: all on one
+position; ln(i + 1): spread evenly). Its importance is how much the validation loss on the same
 windows rises when that head alone is switched off (zero ablation, tinygpt.explain.ablate); the
-induction loss, the loss on the probes' second copies, is given with each head off too.
+induction loss, the loss on the probes' second copies, is given with each head off too. Every head
+off is one batched pass per layer from the stream entering it (tinygpt.explain.ablate.each_head_off).
 Each head is also described in words (tinygpt.explain.describe): where it looks, at what,
 and what switching it off costs.
 """
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +23,9 @@ import torch.nn.functional as F
 
 from tinygpt.data.corpus import validation_windows, window_count
 from tinygpt.errors import UserError
-from tinygpt.explain.ablate import ablated
+from tinygpt.explain.ablate import each_head_off
 from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
+from tinygpt.explain.heads_cache import heads_key, keep, read_kept
 from tinygpt.explain.roles import (
     ROLES,
     SHORT_NAMES,
@@ -58,6 +61,7 @@ class HeadReport(HeadRole):
     """A head's role, and what switching it off costs."""
 
     importance: float  # validation loss with this head off, minus the loss with every head on
+    importance_se: float | None  # its standard error over the windows (None from one window)
     induction_loss: float  # loss on the probes' second copies with this head off
     profile: dict  # where it looks and at what (tinygpt.explain.describe.Profile.as_dict)
     description: str  # the profile and the importance in one line of words
@@ -146,59 +150,153 @@ class Heads:
     reports: list[HeadReport]
     loss: float  # validation loss on the scored windows
     induction_loss: float  # loss on the probes' second copies
+    windows: int = 0  # validation windows scored (each block_size long)
+    probes: int = 0  # induction probes scored
+
+    def as_dict(self) -> dict:
+        """Plain data (what explain.heads_cache keeps): every field, each report as a dict."""
+        return {**vars(self), "reports": [r.as_dict() for r in self.reports]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Heads":
+        """as_dict's data back; a TypeError or KeyError when it is not such data."""
+        return cls(**{**data, "reports": [HeadReport(**r) for r in data["reports"]]})
 
 
 def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, ends: Boundaries) -> list[HeadRole]:
     """Every head's role scores, label and entropy: text (N, T) validation inputs, probes (P, 2·half)."""
+    return roles_of(attention_weights(model, text), text, attention_weights(model, probes), probes, ends)
+
+
+def roles_of(
+    text_weights: list[torch.Tensor],
+    text: torch.Tensor,
+    probe_weights: list[torch.Tensor],
+    probes: torch.Tensor,
+    ends: Boundaries,
+) -> list[HeadRole]:
+    """The roles from each layer's attention weights on text (N, T) and on the probes (P, 2·half)."""
     roles = []
-    text_weights = attention_weights(model, text)
-    probe_weights = attention_weights(model, probes)
     for layer, (tw, pw) in enumerate(zip(text_weights, probe_weights, strict=True)):
         scores = scores_of(tw, text, pw, probes, ends)
         heat = entropy(tw)
-        for head in range(model.config.n_head):
+        for head in range(tw.size(1)):
             mine = {role: round(float(scores[role][head]), 6) for role in ROLES}
             roles.append(HeadRole(layer, head, mine, label(mine), float(heat[head])))
     return roles
 
 
+POSITIONS = 1024  # positions scored by default: WINDOWS windows of 64 (configs/cpu.yaml's block), or
+# fewer, longer ones. The standard error of an importance falls as one over the square root of the
+# positions scored, about alike for any block size (docs/speed.md, "Scoring the heads"), and the cost
+# rises with them: 1,024 keep the README's model scored as it always was.
+
+
+def default_count(block_size: int, most: int = WINDOWS) -> int:
+    """Windows (or probes) of about block_size scored by default: POSITIONS of them, at most `most`."""
+    return max(1, min(most, math.ceil(POSITIONS / block_size)))
+
+
+@torch.no_grad()
+def scored_pass(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """One pass over ids (N, T): the logits, each layer's attention weights (N, nh, T, T) and the stream
+    entering each block (N, T, C), which each_head_off starts from."""
+    model.eval()
+    names = ["blocks.*.attn.pattern", "blocks.*.resid_pre"]
+    logits, found = model.run_with_cache(ids, names=names)
+    layers = range(model.config.n_layer)
+    weights = [found[f"blocks.{layer}.attn.pattern"].float() for layer in layers]
+    return logits, weights, [found[f"blocks.{layer}.resid_pre"] for layer in layers]
+
+
+def next_targets(ids: torch.Tensor) -> torch.Tensor:
+    """The next character at each position of ids (N, T), ignored (-100) at the last: (N, T)."""
+    return torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -100)], dim=1)
+
+
+def position_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy at each position: logits (N, T, vocab), targets (N, T) -> (N, T), 0 where ignored."""
+    flat = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
+    return flat.view(targets.shape).cpu()
+
+
 def head_reports(
-    model: GPT, val_ids: torch.Tensor, ends: Boundaries, chars: list[str], windows: int = WINDOWS
+    model: GPT, val_ids: torch.Tensor, ends: Boundaries, chars: list[str], windows: int | None = None
 ) -> Heads:
-    """The report of every head of `model`, scored on val_ids (a validation split's ids); chars: the
-    vocabulary, for the descriptions."""
+    """The report of every head of `model`, scored on val_ids (a validation split's ids) in `windows`
+    windows (default: default_count); chars: the vocabulary, for the descriptions. Two passes (the
+    windows, the probes) give every role and the losses with every head on; each_head_off the losses
+    with each head off."""
     cfg = model.config
+    windows = windows or default_count(cfg.block_size)
     text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
-    inputs = text[:, :-1]  # (N, T)
-    found = [p for w in attention_weights(model, inputs) for p in profiles(w, inputs, chars)]
-    probes = induction_probes(cfg.vocab_size, cfg.block_size, avoid=ends.any)  # (P, 2·half)
-    base_loss = loss(model, text)
-    base_induction = induction_loss(model, probes)
+    inputs, targets = text[:, :-1], text[:, 1:]  # (N, T) each
+    count = default_count(2 * (cfg.block_size // 2), PROBES)
+    probes = induction_probes(cfg.vocab_size, cfg.block_size, count, avoid=ends.any)  # (P, 2·half)
+    logits, text_weights, text_entering = scored_pass(model, inputs)
+    probe_logits, probe_weights, probe_entering = scored_pass(model, probes)
+    copies = induction_keys(*probes.shape).any(dim=-1)  # (P, 2·half): queries with an induction key
+    base = position_losses(logits, targets)  # (N, T)
+    off = each_head_off(model, inputs, targets, text_entering)  # (L, nh, N, T)
+    probe_targets = next_targets(probes)
+    base_induction = position_losses(probe_logits, probe_targets)[copies].mean().item()
+    off_induction = each_head_off(model, probes, probe_targets, probe_entering)[..., copies].mean(dim=-1)
+    cost = (off - base).mean(dim=-1)  # (L, nh, N): each window's loss increase
+    spread = cost.std(dim=-1) / math.sqrt(cost.size(-1)) if cost.size(-1) > 1 else None
+    found = [p for w in text_weights for p in profiles(w, inputs, chars)]
     reports = []
-    for role, profile in zip(head_roles(model, inputs, probes, ends), found, strict=True):
-        with ablated(model, [(role.layer, role.head)]):
-            off_loss = loss(model, text)
-            off_induction = induction_loss(model, probes)
-        cost = off_loss - base_loss
+    for role, profile in zip(roles_of(text_weights, inputs, probe_weights, probes, ends), found, strict=True):
+        at = (role.layer, role.head)
+        importance = (off[at] - base).mean().item()
         reports.append(
             HeadReport(
                 **vars(role),
-                importance=cost,
-                induction_loss=off_induction,
+                importance=importance,
+                importance_se=None if spread is None else spread[at].item(),
+                induction_loss=off_induction[at].item(),
                 profile=profile.as_dict(),
-                description=describe(profile, cost),
+                description=describe(profile, importance),
             )
         )
-    return Heads(reports, base_loss, base_induction)
+    return Heads(reports, base.mean().item(), base_induction, len(text), len(probes))
 
 
 def checkpoint_heads(checkpoint: str | Path, windows: int | None = None) -> Heads:
     """Every head of a checkpoint, scored on the validation split of the corpus it was trained on:
-    on `windows` windows of it (--windows), or by default on WINDOWS (or as many as it holds)."""
+    on `windows` windows of it (--windows), or by default on default_count's (or as many as it holds);
+    kept beside it (kept_heads)."""
     saved = read_checkpoint(checkpoint)
     model = saved.build_model(checkpoint).eval()
     val, ends = scoring_text(saved, model, checkpoint, windows)
-    return head_reports(model, val, ends, saved.chars, windows or WINDOWS)
+    return kept_heads(saved, model, checkpoint, val, ends, windows)
+
+
+def kept_heads(
+    saved: Checkpoint,
+    model: GPT,
+    checkpoint: str | Path,
+    val: torch.Tensor,
+    ends: Boundaries,
+    windows: int | None = None,
+) -> Heads:
+    """head_reports of saved's model, read back from beside the checkpoint when they were scored before on
+    the same weights, text and settings (explain.heads_cache), else scored and kept there. While hooks are
+    attached to the model (heads switched off) they are scored afresh and not kept."""
+    if model.hook_points.active:
+        return head_reports(model, val, ends, saved.chars, windows)
+    cfg = model.config
+    windows = windows or default_count(cfg.block_size)
+    probes = default_count(2 * (cfg.block_size // 2), PROBES)
+    key = heads_key(saved, model, validation_windows(val, cfg.block_size, windows), probes, PROBE_SEED)
+    kept = read_kept(checkpoint, key)
+    if kept is not None:
+        try:
+            return Heads.from_dict(kept)
+        except (TypeError, KeyError):  # another layout: scored again
+            pass
+    heads = head_reports(model, val, ends, saved.chars, windows)
+    keep(checkpoint, key, heads.as_dict())
+    return heads
 
 
 def scoring_text(
@@ -206,17 +304,25 @@ def scoring_text(
 ) -> tuple[torch.Tensor, Boundaries]:
     """The validation ids heads are scored on, and the ids that end a word or a line, for a checkpoint;
     `windows` (if the user chose it) checked against what the split holds."""
-    if windows is not None and windows < 1:
-        raise UserError(f"--windows {windows} is below 1; use 1 or more (default {WINDOWS})")
-    chars = saved.chars
+    check_windows(None, model.config.block_size, windows)  # below 1: said before the corpus is read
     val = validation_split_of(saved, model.config.block_size, checkpoint)
-    held = window_count(val, model.config.block_size)
+    check_windows(val, model.config.block_size, windows)
+    return val, Boundaries.of({c: i for i, c in enumerate(saved.chars)})
+
+
+def check_windows(val: torch.Tensor | None, block_size: int, windows: int | None) -> None:
+    """--windows (None: the default) is at least 1 and at most the windows the split val holds."""
+    if windows is not None and windows < 1:
+        default = default_count(block_size)
+        raise UserError(f"--windows {windows} is below 1; use 1 or more (default {default} here)")
+    if val is None:
+        return
+    held = window_count(val, block_size)
     if windows is not None and windows > held:
         raise UserError(
-            f"--windows {windows:,} is more than the {held:,} windows of {model.config.block_size + 1} "
+            f"--windows {windows:,} is more than the {held:,} windows of {block_size + 1} "
             f"characters the validation split holds; use at most {held}"
         )
-    return val, Boundaries.of({c: i for i, c in enumerate(chars)})
 
 
 def page_roles(
@@ -227,6 +333,12 @@ def page_roles(
     cfg = model.config
     text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
     return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size, avoid=ends.any), ends)
+
+
+def standard_error(heads: Heads) -> str:
+    """', standard error at most ±x' over the heads' importances, or nothing from one window."""
+    errors = [r.importance_se for r in heads.reports if r.importance_se is not None]
+    return f"; its standard error at most ±{max(errors):.4f}" if errors else ""
 
 
 def heads_json(heads: Heads) -> str:
@@ -250,7 +362,7 @@ def heads_table(heads: Heads) -> str:
     lines.append(f"label: the best role at or above its threshold ({thresholds}), else mixed")
     lines.append(
         f"importance: validation loss with that head off (zero) minus with every head on ({heads.loss:.4f}), "
-        "in nats"
+        f"in nats, on {heads.windows} windows{standard_error(heads)}"
     )
     lines.append(
         f"ind. loss: loss on the induction probes' second copies with that head off "

@@ -5,8 +5,6 @@ one script by page_script, all inlined) opens with attention on
 a worked example small enough to read, then shows the prompt's tokens with their top-5
 next characters and the logit lens, a layer × head grid of attention heatmaps labelled
 with each head's role (explain/heads.py; a click on the label switches the head off),
-the direct logit attribution of the clicked position (assets/attribution.js), each layer's costliest
-MLP neurons and the run's feature dictionaries (their data from explain/page_sections.py),
 the arithmetic of any clicked row and, behind a toggle, its backward pass, a PCA map of
 the character embeddings and the run's loss curves; with the run's timeline.jsonl, a
 slider over its training steps (assets/timeline.js and .css, tinygpt.explain.timeline).
@@ -37,10 +35,9 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.errors import UserError
-from tinygpt.explain.ablate import validation_means
 from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, one_thread, step_effects
 from tinygpt.explain.circuits import page_circuits
-from tinygpt.explain.heads import page_roles
+from tinygpt.explain.inspected import Inspected
 from tinygpt.explain.lens import logit_lens
 from tinygpt.explain.page_sections import page_sections
 from tinygpt.explain.pca import principal_components
@@ -48,7 +45,7 @@ from tinygpt.explain.roles import WORDS
 from tinygpt.explain.timeline import page_timeline
 from tinygpt.explain.trace import Trace, focus, trace_prompt
 from tinygpt.files.atomic import write_atomic
-from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
+from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.files.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.tokenizer import prompt_ids
@@ -83,27 +80,45 @@ def trace_data(trace: Trace, lens: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def roles_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[list[dict] | None, str | None]:
-    """Each head's role for the heatmaps' labels, or None and why not (the corpus is not at hand)."""
+def roles_data(inspected: Inspected) -> dict[str, Any]:
+    """Each head's role for the heatmaps' labels (from its report), or None and why not (the corpus is
+    not at hand)."""
     try:
-        roles = page_roles(saved, model, path)
+        heads = inspected.heads()
     except UserError as e:
-        return None, f"no head roles: {e}"
-    return [vars(role) for role in roles], None
+        return {"roles": None, "roles_note": f"no head roles: {e}"}
+    keep = ("layer", "head", "scores", "label", "entropy")
+    return {"roles": [{k: getattr(r, k) for k in keep} for r in heads.reports], "roles_note": None}
 
 
-def means_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[dict | None, str | None]:
+def means_data(inspected: Inspected) -> dict[str, Any]:
     """Each layer's mean head outputs, as --ablate-mode mean uses them (n_layer, C), or None and why not."""
     try:
-        means = validation_means(model, saved, path)
+        means = inspected.means()
     except UserError as e:
-        return None, f"no mean ablation: {e}"
-    return tensor_data(torch.stack(means)), None
+        return {"means": None, "means_note": f"no mean ablation: {e}"}
+    return {"means": tensor_data(torch.stack(means)), "means_note": None}
 
 
-def backward_data(model: GPT, ids: list[int]) -> dict[str, Any]:
-    """What the backward panel needs from Python for steps 1–6: the gradient reaching every head's output."""
-    return {"ids": ids, "g": tensor_data(head_output_gradients(model, ids))}  # (T − 1, L, nh, hs)
+def circuits_data(inspected: Inspected) -> dict[str, Any]:
+    """The circuit view's data (circuits.js): compositions, and each head described (when it can be)."""
+    try:
+        heads, note = inspected.heads(), None
+    except UserError as e:
+        heads, note = None, str(e)
+    return {"circuits": page_circuits(inspected.model, heads, note)}
+
+
+def backward_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
+    """What the backward panel needs from Python: for steps 1–6 the gradient reaching every head's output,
+    (T − 1, L, nh, hs), and step 7 (step_data). Without ids, none (the panel then says it has none)."""
+    c = model.config
+    if not ids:
+        after, loss_after = torch.zeros(0, c.n_layer, c.n_head, 0), torch.zeros(0, c.n_layer, c.n_head)
+        step = {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
+        return {"ids": [], "g": tensor_data(torch.zeros(0, c.n_layer, c.n_head, c.head_size)), "step": step}
+    g = head_output_gradients(model, ids)
+    return {"ids": ids, "g": tensor_data(g), "step": step_data(model, ids, lr)}
 
 
 def step_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
@@ -128,6 +143,25 @@ def loss_curves(run_dir: Path) -> list[dict[str, float]] | None:
     return [{k: float(entry[k]) for k in ("step", "train_loss", "val_loss")} for entry in read_metrics(path)]
 
 
+VIEWS = {  # the data each view draws, beyond what every view carries (the prompt, its trace or the
+    # weights, the embeddings' map, the loss curves); a part not built is null, as for a run without it
+    "page": ("roles", "means", "backward", "timeline", "circuits", "sections"),  # explain --html: all of it
+    "grid": ("roles", "means"),
+    "lens": (),
+    "walkthrough": ("backward",),  # the backward pass is a toggle away
+    "backward": ("backward",),
+    "circuits": ("circuits",),
+    "timeline": ("timeline",),
+    "attribution": (),  # computed by the page from the weights it carries
+    "neurons": ("sections",),
+    "features": ("sections",),
+}
+EMPTY = dict.fromkeys(
+    ("roles", "roles_note", "means", "means_note", "timeline", "circuits")
+    + ("neurons", "neurons_note", "features", "features_note")
+)
+
+
 def page_data(
     checkpoint: str | Path,
     prompt: str,
@@ -137,57 +171,77 @@ def page_data(
     live_limit: int = LIVE_LIMIT,
     steps: tqdm | None = None,
     lr: float = STEP_LR,
-    loaded: tuple[Checkpoint, GPT] | None = None,
+    loaded: Inspected | None = None,
     off: tuple[list[tuple[int, int]], str] | None = None,
+    view: str = "page",
 ) -> dict[str, Any]:
-    """Everything the page shows, as JSON-ready data; `steps` (a bar of STEPS) says what it is doing;
-    `loaded`: the checkpoint already read and its model built (tinygpt.load's), else read here; `off`:
-    the heads the page starts with switched off, and how (zero or mean)."""
+    """What the page (or one view of it, VIEWS) shows, as JSON-ready data; `steps` (a bar of STEPS) says
+    what it is doing; `loaded`: the checkpoint already read and its model built (tinygpt.load's), else
+    read here; `off`: the heads the page starts with switched off, and how (zero or mean)."""
+    steps = steps or tqdm(disable=True)
     path = Path(checkpoint)
-    saved, model = loaded or (read_checkpoint(path), None)
-    model = (model or saved.build_model(path)).eval()
+    if loaded is None:
+        saved = read_checkpoint(path)
+        loaded = Inspected(path, saved, saved.build_model(path))
+    saved, model = loaded.saved, loaded.model.eval()
     tokenizer, cfg = saved.tokenizer, model.config
     ids = prompt_ids(tokenizer, prompt, cfg.block_size)
     layer, head, token = focus(cfg, ids, layer, head, token)
     check_lr(lr)
     live = model.num_params() <= live_limit
-    next_step(steps, "scoring each head's role")
-    roles, roles_note = roles_data(saved, model, path)
-    next_step(steps, "each head's mean output, for mean ablation")
-    means, means_note = means_data(saved, model, path)
-    next_step(steps, f"the gradients for the backward panel ({len(ids) - 1} positions)")
-    backward = backward_data(model, ids)
-    steps_taken = (len(ids) - 1) * cfg.n_layer * cfg.n_head
-    next_step(steps, f"one gradient step per head and position for step 7 ({steps_taken} steps)")
-    backward["step"] = step_data(model, ids, lr)
-    next_step(steps, f"{'packing the weights' if live else 'tracing the prompt'}, the neurons, the features")
-    data = {
-        "checkpoint": path.name,
-        "run": path.parent.name,
-        "params": model.num_params(),
-        "live_limit": live_limit,
-        "config": {**vars(cfg), "head_size": cfg.head_size},
-        "record": {k: v for k, v in saved.record.items() if isinstance(v, (int, float, str))},
-        "vocab": tokenizer.chars,
-        "prompt": tokenizer.decode(ids),
-        "selection": {"layer": layer, "head": head, "token": token},
-        **heads_off(off),
-        "weights": model_weights(model) if live else None,
-        "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
-        "roles": roles,
-        "roles_note": roles_note,
-        "role_words": WORDS,  # what each label means, said when a head's label is hovered over
-        "means": means,  # (n_layer, C): what a switched-off head outputs in mean mode
-        "means_note": means_note,
-        "backward": backward,
-        "pca": pca_data(model),
-        **curves_data(path),
-        "timeline": page_timeline(path.parent),  # the slider over training steps (assets/timeline.js)
-        "circuits": page_circuits(saved, model, path),  # compositions and head descriptions (circuits.js)
-        **page_sections(saved, model, path),  # the costliest neurons, the feature files (neurons.js etc.)
-    }
+    parts = set(VIEWS[view]) | ({"means"} if off and off[1] == "mean" else set())
+    data = {**EMPTY, "backward": backward_data(model, ids[:0], lr)}  # what a part not built leaves
+    for part, what in PARTS.items():
+        if part in parts:
+            next_step(steps, what.format(T=len(ids), heads=cfg.n_layer * cfg.n_head))
+            data.update(build_part(part, loaded, ids, lr))
+    next_step(steps, "packing the weights" if live else "tracing the prompt")
+    data.update(
+        {
+            "checkpoint": path.name,
+            "run": path.parent.name,
+            "params": model.num_params(),
+            "live_limit": live_limit,
+            "config": {**vars(cfg), "head_size": cfg.head_size},
+            "record": {k: v for k, v in saved.record.items() if isinstance(v, (int, float, str))},
+            "vocab": tokenizer.chars,
+            "prompt": tokenizer.decode(ids),
+            "selection": {"layer": layer, "head": head, "token": token},
+            **heads_off(off),
+            "weights": model_weights(model) if live else None,
+            "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
+            "role_words": WORDS,  # what each label means, said when a head's label is hovered over
+            "pca": pca_data(model),
+            **curves_data(path),
+        }
+    )
     next_step(steps, "writing the page")
     return data
+
+
+PARTS = {  # each part a view may draw, and what the progress bar says while it is built
+    "roles": "scoring each head's role and what switching it off costs",
+    "means": "each head's mean output, for mean ablation",
+    "backward": "the gradients for the backward panel, and a step per head and position for step 7",
+    "timeline": "the timeline",
+    "circuits": "the circuits",
+    "sections": "the costliest neurons and the feature files",
+}
+
+
+def build_part(part: str, inspected: Inspected, ids: list[int], lr: float) -> dict[str, Any]:
+    """One part of the page's data, by its name in PARTS."""
+    if part == "roles":
+        return roles_data(inspected)
+    if part == "means":
+        return means_data(inspected)
+    if part == "backward":
+        return {"backward": backward_data(inspected.model, ids, lr)}
+    if part == "timeline":
+        return {"timeline": page_timeline(inspected.path.parent)}  # the slider (assets/timeline.js)
+    if part == "sections":  # neurons.js, features.js
+        return page_sections(inspected.saved, inspected.model, inspected.path)
+    return circuits_data(inspected)  # compositions and head descriptions (circuits.js)
 
 
 def pca_data(model: GPT) -> dict[str, list]:
@@ -213,14 +267,12 @@ def heads_off(off: tuple[list[tuple[int, int]], str] | None) -> dict[str, Any]:
     }
 
 
-STEPS = 7  # of writing a page, as next_step counts them: reading, roles, means, gradients, step 7,
-# weights (with the neurons and features), writing
+STEPS = 9  # of writing the whole page, as next_step counts them: reading, the six PARTS, the weights
+# or the trace, writing
 
 
-def next_step(steps: tqdm | None, what: str) -> None:
-    """The bar moves on one step and says what comes next (no bar: nothing)."""
-    if steps is None:
-        return
+def next_step(steps: tqdm, what: str) -> None:
+    """The bar moves on one step and says what comes next."""
     steps.update()
     steps.set_description(what)
 
