@@ -37,6 +37,7 @@ from tinygpt.model import GPT, GPTConfig
 from tinygpt.threads import Threads, most_threads
 
 SETTINGS = ("1", "2", "auto")
+CHOSEN: list[int] = []  # the count each auto burst ended on, in order
 CORES = most_threads()  # run without OMP_NUM_THREADS: torch's own count, the most auto tries
 CPU_SHAPE = {"n_layer": 4, "n_head": 2, "n_embd": 128, "block_size": 64, "dropout": 0.0, "bias": False}
 SHAKESPEARE_SHAPE = {"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256, "dropout": 0.0}
@@ -70,6 +71,8 @@ def training_burst(trainer, setting: str, steps: int, first: int) -> float:
         else:
             threads.run(trainer.step, step)
         times.append(time.perf_counter() - start)
+    if threads is not None:
+        CHOSEN.append(threads.chosen)
     return statistics.median(times)
 
 
@@ -80,6 +83,8 @@ def generation_burst(model: GPT, setting: str, chars: int) -> float:
     start = time.perf_counter()
     for _ in stream(model, prompt, chars, generator=generator, threads=threads):
         pass
+    if threads is not None:
+        CHOSEN.append(threads.chosen)
     return chars / (time.perf_counter() - start)
 
 
@@ -93,6 +98,7 @@ def one_round(models, trainer, args, busy: bool, first_step: int) -> dict:
             found[f"train {setting}"] = training_burst(trainer, setting, args.steps, first_step)
             for name, model in models.items():
                 found[f"generate {name} {setting}"] = generation_burst(model, setting, args.chars)
+        found["auto chose"] = CHOSEN[-1 - len(models) :]  # training's, then each model's
         return found
     finally:
         if spinner is not None:
@@ -144,8 +150,12 @@ def main() -> None:
                 step += args.steps * len(SETTINGS)
                 bursts[condition].append(found | {"load_average": load})
     print(f"torch {torch.__version__}, {CORES} threads at most, {os.cpu_count()} CPUs")
-    print("\n".join(report({c: [{k: v for k, v in r.items() if k != "load_average"} for r in b]
-                             for c, b in bursts.items()})))  # fmt: skip
+    print("\n".join(report({c: [{k: v for k, v in r.items() if k not in ("load_average", "auto chose")}
+                                 for r in b] for c, b in bursts.items()})))  # fmt: skip
+    for condition, rounds in bursts.items():
+        print(
+            f"auto chose, {condition} (training, 4x128, 6x384 a round): {[r['auto chose'] for r in rounds]}"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(bursts, indent=1) + "\n")
 
