@@ -6,7 +6,7 @@ multi-threaded operation waits for its slowest thread, and that thread waits for
 process (BENCHMARKS.md, "Threads on a busy machine"). No fixed count is right on both, so `auto`
 measures: the first steps run at each candidate count in turn (1, 2, 1, 2, ... up to the cores
 this process may use and torch would use), and the rest run at the one whose median step was
-shortest. If the median of the recent steps then drifts by more than a third from the chosen
+shortest. If the median of the recent steps then drifts by more than 30% from the chosen
 count's, the machine has changed (a job started or ended): the candidates are measured again,
 at most once every `gap` steps. The steps measured are the real work (training steps, generation
 steps), so measuring costs only the few steps run at the slower count.
