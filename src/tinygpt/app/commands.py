@@ -57,6 +57,7 @@ def sample_command(args: argparse.Namespace) -> None:
         ablate=args.ablate,
         ablate_mode=ablate_mode(args),
         steer=args.steer,
+        threads=args.threads,
     )
 
 
@@ -75,17 +76,21 @@ def sample(
     ablate: str | None = None,
     ablate_mode: str = "zero",
     steer: list[str] | None = None,
+    threads: int | str = "auto",
 ) -> list[str]:
     """`tinygpt sample`: print num_samples continuations of prompt, character by character; return them.
 
     ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.explain.ablate), in ablate_mode.
     steer: features to clamp, as LAYER.FEATURE=VALUE each; the measured effect goes to stderr first.
+    threads: torch's CPU threads, a count or auto (tinygpt.threads).
     """
     from tinygpt.app.loaded import load
     from tinygpt.app.sample import Sampling
     from tinygpt.device import pick_device
+    from tinygpt.threads import threads_value
 
     Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)  # checked before loading
+    threads = threads_value(threads, "--threads")
     if temperature == 0 and num_samples > 1:  # printed all the same, as asked, with why they agree
         print(
             f"note: --temperature 0 picks the likeliest character each time, so the {num_samples} samples "
@@ -99,7 +104,7 @@ def sample(
         return lm.sample(
             prompt, max_new_tokens, temperature, top_k, top_p, num_samples, seed,
             stream=out or sys.stdout, use_cache=use_cache,  # stdout looked up now: a redirected one counts
-            steer=steer,
+            steer=steer, threads=threads,
         )  # fmt: skip
 
 

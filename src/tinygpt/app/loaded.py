@@ -72,6 +72,7 @@ from tinygpt.files.checkpoint import Checkpoint, chosen_checkpoint, read_checkpo
 from tinygpt.files.feature_file import FeatureFile, read_features
 from tinygpt.hooks import Hook
 from tinygpt.model import GPT
+from tinygpt.threads import threads_value
 from tinygpt.tokenizer import CharTokenizer, prompt_ids
 
 
@@ -110,18 +111,23 @@ class TinyGPT:
         stream: TextIO | None = None,
         use_cache: bool = True,
         steer: dict[str, float] | None = None,
+        threads: int | str = "auto",
     ) -> list[str]:
         """num_samples continuations of prompt (each starting with it), as `tinygpt sample` makes them
         with the same seed; stream: also write them there character by character; steer: features
-        clamped to values while sampling, {"LAYER.FEATURE": value} (`--steer`, explain/steering.py)."""
+        clamped to values while sampling, {"LAYER.FEATURE": value} (`--steer`, explain/steering.py);
+        threads: torch's CPU threads, a count or auto (the fastest, measured on the first steps)."""
         _text(prompt)
         _whole(max_new_tokens=max_new_tokens, top_k=top_k, num_samples=num_samples, seed=seed)
         _real(temperature=temperature, top_p=top_p)
         sampling = Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
+        threads = threads_value(threads, "threads")
         ids = self.to_tokens(prompt)
         hooks = steering_hooks(self._steers(steer)) if steer else {}
         with self.model.hooks(hooks):
-            return continuations(self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream)
+            return continuations(
+                self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream, threads=threads
+            )
 
     def features(self, layer: int | None = None, site: str | None = None) -> Features:
         """The run's dictionary of one hook point, made by `tinygpt features` (layer, site: which, when the
