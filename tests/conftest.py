@@ -84,6 +84,7 @@ def tiny_raw(corpus: Path, out_dir: Path, **train) -> dict:
             "log_interval": 5,
             "device": "cpu",
             "dtype": "float32",  # the same numbers on every CPU; train.dtype auto would pick by the CPU
+            "threads": 1,  # the same reduction order in every run (train.threads auto picks by timing)
             **train,
         },
         "out_dir": str(out_dir),

@@ -188,6 +188,11 @@ CASES = [
         "train.seed = -1 is not allowed; train.seed must be an integer ≥ 0 and ≤ 4294967295",
     ),
     Case(
+        "threads-not-a-count",
+        lambda g: train(g, train={"threads": 0}),
+        "train.threads = 0 is not allowed; train.threads must be auto or an integer ≥ 1",
+    ),
+    Case(
         "model-too-large",
         lambda g: train(g, model={"n_embd": 200_000, "n_head": 1}),
         "the model is too large to train here",
@@ -375,6 +380,11 @@ CASES = [
         "temperature-negative", lambda g: sample(g, "--temperature", "-0.5"), "--temperature -0.5 is negative"
     ),
     Case("top-k-below-1", lambda g: sample(g, "--top-k", "0"), "--top-k 0 is below 1"),
+    Case(
+        "threads-option-not-a-count",
+        lambda g: sample(g, "--threads", "many"),
+        "--threads many is not allowed; use auto or a whole number ≥ 1",
+    ),
     Case(
         "top-k-above-vocabulary",
         lambda g: sample(g, "--prompt", "KING:", "--top-k", "1000", "--max-new-tokens", "10"),

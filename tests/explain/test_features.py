@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tinygpt.app.api import load
 from tinygpt.app.cli import main
-from tinygpt.app.loaded import load
 from tinygpt.errors import UserError
 from tinygpt.explain.dictionary import TopKDictionary
 from tinygpt.explain.feature_notes import ranked

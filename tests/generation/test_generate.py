@@ -9,6 +9,7 @@ from tinygpt.generation import fused_step as decode
 from tinygpt.generation.kv_cache import KVCache
 from tinygpt.generation.sampling import generate, sample_next, stream
 from tinygpt.model import gelu
+from tinygpt.threads import Threads
 
 
 def small_model(seed: int = 0, **overrides) -> GPT:
@@ -220,3 +221,19 @@ def test_a_huge_temperature_draws_about_evenly_and_top_k_still_cuts():
     counts = torch.bincount(draw(logits, n=4000, temperature=1e308), minlength=4) / 4000
     assert torch.allclose(counts, torch.full((4,), 0.25), atol=0.03)
     assert set(draw(logits, temperature=1e308, top_k=2).tolist()) == {1, 3}
+
+
+def test_the_one_position_steps_run_through_threads_which_measure_them_and_change_nothing():
+    """stream(threads=...) times each cached step at the count it measures (tinygpt.threads) and samples
+    what it samples without: the steps, not the refills, are what the count is chosen on."""
+    model = small_model()
+    ticks, counts = iter(range(10_000)), []
+    threads = Threads([1, 2], rounds=2, window=100, clock=lambda: next(ticks), set_threads=counts.append)
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    made = torch.cat(list(stream(model, prompt, 40, generator=g(), threads=threads)), dim=1)
+    assert torch.equal(made, generate(model, prompt, 40, generator=g())[:, 3:])
+    assert threads.probes == 1 and set(counts) >= {1, 2}  # measured 1 2 1 2 after a warm-up step at 1
+    # 40 new characters from a 3-character prompt, block 16: 4 full passes (the first and 3 refills, at
+    # 16 - 3 and then every 8 steps), not timed; of the 36 steps, 5 were the warm-up and the probe
+    assert len(threads.recent) == 40 - 4 - 5

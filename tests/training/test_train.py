@@ -349,3 +349,41 @@ def test_resuming_with_another_model_shape_names_only_the_keys_that_differ(corpu
         "(model.n_layer: 2 in the run, 3 in the config, model.n_embd: 32 in the run, 64 in the config); "
         "resume with the run's own config.yaml"
     )
+
+
+def test_the_summary_and_the_bar_show_the_threads_a_pinned_run_uses(corpus_file, tmp_path, capsys):
+    before = torch.get_num_threads()
+    train(from_dict(tiny_raw(corpus_file, tmp_path / "run", max_iters=10, threads=1)), progress=True)
+    shown = capsys.readouterr()
+    assert "threads: 1 (train.threads 1)" in shown.out.splitlines()
+    assert "threads=1 pinned" in shown.err  # the bar's postfix
+    assert torch.get_num_threads() == before  # put back as the run found it
+
+
+def test_auto_measures_the_first_steps_and_the_bar_shows_the_count_chosen(
+    corpus_file, tmp_path, capsys, monkeypatch
+):
+    """With two threads to choose from, the bar shows one of them once the first steps are measured
+    (which one depends on the machine: what is tested is that a count is chosen and shown)."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        chosen = []
+        real = training_setup.threads_for
+        monkeypatch.setattr(
+            training_setup, "threads_for", lambda *args: chosen.append(real(*args)) or chosen[-1]
+        )
+        raw = tiny_raw(
+            corpus_file, tmp_path / "run", max_iters=10, log_interval=10, timeline=False, threads="auto"
+        )
+        train(from_dict(raw), progress=True)
+        assert torch.get_num_threads() == 2  # put back as the run found it
+    finally:
+        torch.set_num_threads(before)
+    shown = capsys.readouterr()
+    assert (
+        "threads: auto: measured over the first steps at 1, 2, again when the step time drifts" in shown.out
+    )
+    assert chosen[0].probes == 1 and re.search(rf"threads={chosen[0].chosen}\b", shown.err)

@@ -1,7 +1,7 @@
 """The commands and the Python API they are built on, above training/, explain/ and the core.
 
-api.py          tinygpt.train and tinygpt.timeline: the Python API's functions (`import tinygpt` names them)
-loaded.py       tinygpt.load: a checkpoint for Python, and on it what inspect, explain and sample do
+api.py          the Python API, all of it: tinygpt.train, timeline, attention_by_hand, and tinygpt.load's
+                TinyGPT, on which every command that looks inside or samples is built
 
 cli.py          the parser (each command's options) and the error policy: one line, exit 2
 usage.py        argparse's own complaints (a value of the wrong kind, an unknown option) said in that line

@@ -117,6 +117,8 @@ def _add_sample(subparsers) -> None:
     p.add_argument("--num-samples", type=int, default=1, help="independent samples (default 1)")
     p.add_argument("--seed", type=int, default=1337, help="random seed (default 1337)")
     p.add_argument("--device", default="auto", choices=DEVICES, help="default auto")
+    threads = "CPU threads: a number, or auto (default): the fastest count, measured on the first steps"
+    p.add_argument("--threads", default="auto", metavar="N|auto", help=threads)
     p.add_argument(
         "--no-cache",
         action="store_true",

@@ -57,6 +57,7 @@ def sample_command(args: argparse.Namespace) -> None:
         ablate=args.ablate,
         ablate_mode=ablate_mode(args),
         steer=args.steer,
+        threads=args.threads,
     )
 
 
@@ -75,17 +76,21 @@ def sample(
     ablate: str | None = None,
     ablate_mode: str = "zero",
     steer: list[str] | None = None,
+    threads: int | str = "auto",
 ) -> list[str]:
     """`tinygpt sample`: print num_samples continuations of prompt, character by character; return them.
 
     ablate: heads to switch off, as LAYER.HEAD[,…] (see tinygpt.explain.ablate), in ablate_mode.
     steer: features to clamp, as LAYER.FEATURE=VALUE each; the measured effect goes to stderr first.
+    threads: torch's CPU threads, a count or auto (tinygpt.threads).
     """
-    from tinygpt.app.loaded import load
+    from tinygpt.app.api import load
     from tinygpt.app.sample import Sampling
     from tinygpt.device import pick_device
+    from tinygpt.threads import threads_value
 
     Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)  # checked before loading
+    threads = threads_value(threads, "--threads")
     if temperature == 0 and num_samples > 1:  # printed all the same, as asked, with why they agree
         print(
             f"note: --temperature 0 picks the likeliest character each time, so the {num_samples} samples "
@@ -99,7 +104,7 @@ def sample(
         return lm.sample(
             prompt, max_new_tokens, temperature, top_k, top_p, num_samples, seed,
             stream=out or sys.stdout, use_cache=use_cache,  # stdout looked up now: a redirected one counts
-            steer=steer,
+            steer=steer, threads=threads,
         )  # fmt: skip
 
 
@@ -154,7 +159,7 @@ def inspect_command(args: argparse.Namespace) -> None:
             )
         print(view)
         return
-    from tinygpt.app.loaded import load
+    from tinygpt.app.api import load
 
     if args.circuits:
         if args.heads or args.prompt is not None:
@@ -190,8 +195,8 @@ def inspect_features_command(args: argparse.Namespace) -> None:
             "--features is a view of its own: drop --heads, --circuits, --timeline, --prompt, --head and "
             "--ablate, or --features"
         )
+    from tinygpt.app.api import load
     from tinygpt.app.features import inspect_features, run_checkpoint
-    from tinygpt.app.loaded import load
 
     inspect_features(load(run_checkpoint(args.checkpoint)), args)
 
@@ -242,7 +247,7 @@ def logit_view_options(args: argparse.Namespace) -> bool:
 def logit_view(args: argparse.Namespace) -> str:
     """`inspect --attribution` (the parts that wrote a logit) or `inspect --patch` (patching), as text or
     JSON; with --ablate, with those heads switched off."""
-    from tinygpt.app.loaded import load
+    from tinygpt.app.api import load
     from tinygpt.explain.attribution import parts_json
     from tinygpt.explain.patching import patching_json
 
@@ -284,7 +289,7 @@ def neurons_options(args: argparse.Namespace) -> bool:
 
 def neurons_view(args: argparse.Namespace) -> str:
     """`inspect --neurons`: a layer's (or every layer's) neurons by cost, or one in detail; text or JSON."""
-    from tinygpt.app.loaded import load
+    from tinygpt.app.api import load
     from tinygpt.explain.neurons import neurons_json
     from tinygpt.explain.views import NeuronDetail
 
@@ -330,7 +335,7 @@ def explain_command(args: argparse.Namespace) -> None:
         )
         print(shown(page))
         return
-    from tinygpt.app.loaded import load
+    from tinygpt.app.api import load
 
     mode = ablate_mode(args)  # refused without --ablate, before any work
     lm = load(checkpoint)

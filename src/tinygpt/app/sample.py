@@ -12,6 +12,7 @@ from tinygpt.config.run_config import TrainSection
 from tinygpt.errors import UserError
 from tinygpt.generation.sampling import stream as stream_ids
 from tinygpt.model import GPT
+from tinygpt.threads import threads_for
 from tinygpt.tokenizer import CharTokenizer
 
 SEED = TrainSection.__dataclass_fields__["seed"].metadata  # one range of seeds, sampling's as training's
@@ -66,26 +67,29 @@ def continuations(
     sampling: Sampling,
     use_cache: bool = True,
     stream: TextIO | None = None,
+    threads: int | str = "auto",
 ) -> list[str]:
     """sampling.num_samples continuations of prompt (its ids: `ids`), each beginning with the prompt, drawn
     with one generator seeded with sampling.seed; stream: also written there as they are made, a line
-    between two."""
+    between two. threads: torch's CPU threads, a count or auto (measured on the first steps,
+    tinygpt.threads), as checked by tinygpt.threads.threads_value."""
     dev = model.wte.weight.device
     generator = torch.Generator(device=dev).manual_seed(sampling.seed)
     out = stream or io.StringIO()
     idx = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, T)
     options = (sampling.max_new_tokens, sampling.temperature, sampling.top_k, sampling.top_p)
     texts = []
-    for i in range(sampling.num_samples):
-        if i:
-            out.write("\n" + "-" * 40 + "\n")
-        out.write(prompt)
-        out.flush()
-        made = []
-        for next_id in stream_ids(model, idx, *options, generator, use_cache):
-            made.append(tokenizer.chars[next_id.item()])
-            out.write(made[-1])
+    with threads_for(threads, "--threads", dev) as chosen:  # one choice for all the samples
+        for i in range(sampling.num_samples):
+            if i:
+                out.write("\n" + "-" * 40 + "\n")
+            out.write(prompt)
             out.flush()
-        texts.append(prompt + "".join(made))
+            made = []
+            for next_id in stream_ids(model, idx, *options, generator, use_cache, chosen):
+                made.append(tokenizer.chars[next_id.item()])
+                out.write(made[-1])
+                out.flush()
+            texts.append(prompt + "".join(made))
     out.write("\n")
     return texts

@@ -32,6 +32,11 @@ def check_value(f: dataclasses.Field, value: Any, name: str, source: str) -> Any
             raise UserError(bad)
         if meta["choices"] and value not in meta["choices"]:
             raise UserError(bad)
+    elif f.type == int | str:  # a count or auto: train.threads
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(bad)
     elif f.type == list[float]:  # betas
         items = [as_float(v) for v in value] if isinstance(value, (list, tuple)) else []
         if len(items) != 2 or any(v is None or not 0.0 <= v < 1.0 for v in items):
@@ -70,7 +75,13 @@ def in_range(value: Any, meta: Any) -> bool:
 def describe(f: dataclasses.Field) -> str:
     """What a field allows, in words: 'an integer ≥ 1', 'one of cpu, cuda', …"""
     meta = f.metadata
-    kinds = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+    kinds = {
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        str: "a string",
+        int | str: "auto or an integer",
+    }
     kind = kinds.get(f.type, "a list of two numbers in [0, 1)")  # the one list: betas
     if meta.get("choices"):
         return "one of " + ", ".join(meta["choices"])

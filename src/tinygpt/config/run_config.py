@@ -126,6 +126,13 @@ class TrainSection:
         choices=("auto", "float32", "bfloat16", "float16"),
     )
     compile: bool = setting(False, "torch.compile the model")
+    threads: int | str = setting(
+        "auto",
+        "CPU threads for torch; auto: the count whose steps are fastest, measured over the first steps and "
+        "again when the step time drifts (OMP_NUM_THREADS or MKL_NUM_THREADS pin it; under torchrun each "
+        "rank keeps torch's)",
+        low=1,
+    )
     tensorboard: bool = setting(
         False, "also log each evaluation to TensorBoard, in <out_dir>/tensorboard (extra: tensorboard)"
     )

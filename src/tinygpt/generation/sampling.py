@@ -9,7 +9,7 @@ a block every block_size // 2 steps. Without the cache every step re-reads the
 last block_size characters: an exact sliding window, at a full pass per character.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -20,6 +20,7 @@ from tinygpt.generation.kv_cache import KVCache
 
 if TYPE_CHECKING:
     from tinygpt.model import GPT
+    from tinygpt.threads import Threads
 
 
 def sample_next(
@@ -87,25 +88,28 @@ def stream(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
+    threads: "Threads | None" = None,
 ) -> Iterator[torch.Tensor]:
     """Yield the next character ids (B, 1) after idx (B, T), one step at a time, as they are sampled.
 
     With use_cache (the default) each step runs one position through the model
     (a tinygpt.generation.fused_step.Decoder, unless something watches the modules); a full cache is refilled
     from the last block_size // 2 characters (see the module docstring). With
-    use_cache=False each step re-reads the last block_size characters.
+    use_cache=False each step re-reads the last block_size characters. threads (tinygpt.threads):
+    the one-position steps run through it, which measures them to choose torch's thread count.
     """
     block_size = model.config.block_size
     context = idx[:, -block_size:]
     cache = KVCache(model.config, idx.size(0)) if use_cache else None
     decoder = decode.Decoder(model) if use_cache and decode.usable(model, idx.device) else None
+    run = threads.run if threads is not None else _call
     for _ in range(max_new_tokens):
         if cache is None:
             logits = model(context[:, -block_size:], last_only=True)[0][:, -1, :]  # (B, vocab)
         elif cache.length == 0:  # a fresh or refilled cache: the whole context in one pass
             logits = model(context, cache=cache, last_only=True)[0][:, -1, :]
         elif decoder is not None:  # the one new position, as the model computes it (fused_step.py)
-            logits = decoder.step(context[:, -1], cache)
+            logits = run(decoder.step, context[:, -1], cache)
         else:  # the one new position through the modules: something hooks or autocasts them
             logits = model(context[:, -1:], cache=cache, last_only=True)[0][:, -1, :]
         next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
@@ -114,6 +118,10 @@ def stream(
         if cache is not None and cache.length == block_size:  # full: refill from the recent half
             cache.reset()
             context = context[:, -max(1, block_size // 2) :]
+
+
+def _call(fn: Callable[..., torch.Tensor], *args: object) -> torch.Tensor:
+    return fn(*args)
 
 
 @torch.no_grad()

@@ -123,7 +123,7 @@ def _train(
         training.repair_best()
 
     # ---------------------------------------------------------------- loop
-    with Bar(setup, start_step, shown=progress and ranks.is_main) as bar:
+    with Bar(setup, start_step, shown=progress and ranks.is_main) as bar, setup.threads:
         step = start_step
         stop.arm()
         while True:
@@ -139,7 +139,7 @@ def _train(
 
             if step == start_step and t.compile:  # torch.compile works at the first call: a minute on a CPU
                 bar.tqdm.set_description("compiling the model (first step)")
-            loss, grad_norm = setup.step(step)
+            loss, grad_norm = setup.threads.run(setup.step, step)  # at the threads chosen (threads.py)
             step += 1
             training.stepped(step, loss, grad_norm)
             bar.stepped()

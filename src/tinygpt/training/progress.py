@@ -1,6 +1,6 @@
 """What a training run shows: the summary printed before the first step, and the progress bar (loss,
-learning rate, tokens/s and MFU; in a notebook, one bar redrawn in place). The record --resume
-restores is in resume.py.
+learning rate, tokens/s, MFU and the threads chosen; in a notebook, one bar redrawn in place). The
+record --resume restores is in resume.py.
 """
 
 import io
@@ -65,6 +65,7 @@ class Bar:
         )
         self.utilisation = None if self.tqdm.disable else utilisation_of(setup)
         self.tokens_per_step = setup.tokens_per_step
+        self.threads = setup.threads
         self.since, self.steps = time.perf_counter(), 0
         self.above_peak_said = False
 
@@ -84,7 +85,13 @@ class Bar:
         """The figures of the log interval just ended."""
         now = time.perf_counter()
         speed = self.steps * self.tokens_per_step / (now - self.since)
-        self.tqdm.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}", mfu=self.mfu(speed))
+        self.tqdm.set_postfix(
+            loss=f"{loss:.4f}",
+            lr=f"{lr:.2e}",
+            tok_s=f"{speed:,.0f}",
+            mfu=self.mfu(speed),
+            threads=self.threads.shown,
+        )
         self.since, self.steps = now, 0
 
     def mfu(self, tokens_per_s: float) -> str | None:
@@ -126,6 +133,8 @@ def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
         f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
         f"{f', resuming at step {step}' if step else ''}; run directory {shown(run_dir)}"
     )
+    if device.type == "cpu":
+        print(f"threads: {setup.threads.described()}")
     for warning in warnings_of(setup.config):  # the run goes on
         print(f"warning: {warning}", file=sys.stderr)
     if dtype == "bfloat16" and device.type == "cpu" and not cpu_multiplies_bfloat16():

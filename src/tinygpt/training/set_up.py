@@ -10,6 +10,7 @@ from tinygpt.config.run_config import RunConfig
 from tinygpt.data.corpus import Batches, Corpus, load_corpus
 from tinygpt.files.checkpoint import Checkpoint
 from tinygpt.model import GPT, GPTConfig
+from tinygpt.threads import Threads, threads_for
 from tinygpt.training.distributed import Ranks
 from tinygpt.training.memory import check_fits
 from tinygpt.training.optimizer import make_optimizer
@@ -31,6 +32,7 @@ class Setup:
     precision: Precision
     splits: dict[str, Batches]  # "train" and "val" windows
     generator: torch.Generator  # this rank's stream of training batches
+    threads: Threads  # the CPU threads each step runs on (tinygpt.threads): the loop steps through it
 
     @property
     def tokens_per_step(self) -> int:
@@ -90,4 +92,7 @@ def set_up(
         for name, ids in (("train", corpus.train), ("val", corpus.val))
     }
     generator = torch.Generator().manual_seed(t.seed + ranks.rank)  # each rank its own batches
-    return Setup(config, ranks, corpus, model, step_model, optimizer, precision, splits, generator)
+    # under torchrun a step waits for every rank's all-reduce: its time says little of this rank's threads
+    torchrun = "under torchrun each rank keeps torch's threads" if ranks.distributed else None
+    threads = threads_for(t.threads, "train.threads", device, torchrun)
+    return Setup(config, ranks, corpus, model, step_model, optimizer, precision, splits, generator, threads)

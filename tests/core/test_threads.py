@@ -1,0 +1,159 @@
+"""tinygpt.threads: the count whose steps are fastest, measured on the steps themselves, and pins."""
+
+import pytest
+import torch
+
+from tinygpt.config.run_config import from_dict
+from tinygpt.errors import UserError
+from tinygpt.threads import Threads, most_threads, threads_for, threads_value
+
+CPU = torch.device("cpu")
+
+
+class Machine:
+    """A fake machine: a step takes `cost[threads]` seconds of its clock, at the count last set."""
+
+    def __init__(self, cost: dict[int, float]):
+        self.cost, self.now, self.threads, self.sets = dict(cost), 0.0, torch.get_num_threads(), []
+
+    def clock(self) -> float:
+        return self.now
+
+    def set_threads(self, count: int) -> None:
+        self.threads = count
+        self.sets.append(count)
+
+    def step(self) -> int:
+        self.now += self.cost[self.threads]
+        return self.threads
+
+
+def unpinned(monkeypatch) -> None:
+    """No thread count in the environment (the tests themselves may run under OMP_NUM_THREADS=1)."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def chooser(machine: Machine, candidates=(1, 2), **options) -> Threads:
+    return Threads(candidates, clock=machine.clock, set_threads=machine.set_threads, **options)
+
+
+def run_steps(threads: Threads, machine: Machine, n: int) -> list[int]:
+    """The thread count each of n steps ran at."""
+    return [threads.run(machine.step) for _ in range(n)]
+
+
+@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.2}, 1), ({1: 0.1, 2: 0.07}, 2)])
+def test_the_first_steps_measure_each_count_in_turn_and_the_rest_run_at_the_fastest(cost, fastest):
+    machine = Machine(cost)
+    threads = chooser(machine, rounds=3)
+    assert threads.shown == "probing"
+    ran = run_steps(threads, machine, 20)
+    assert ran[:7] == [1, 1, 2, 1, 2, 1, 2]  # a warm-up step, then interleaved: 1 2 1 2 1 2
+    assert set(ran[7:]) == {fastest}
+    assert threads.shown == str(fastest) and threads.probes == 1
+
+
+def test_one_slow_step_in_the_probe_does_not_decide_it():
+    """The median of each count's steps: a step descheduled once (10 s) is outvoted."""
+    machine = Machine({1: 0.1, 2: 0.05})
+    threads = chooser(machine, rounds=3)
+    run_steps(threads, machine, 2)  # the warm-up and the first at 1
+    machine.now += 10  # the next step (at 2) is interrupted for 10 s
+    run_steps(threads, machine, 5)
+    assert threads.chosen == 2
+
+
+def test_a_drift_in_the_step_time_measures_again_and_a_steady_one_never_does():
+    machine = Machine({1: 0.08, 2: 0.06})
+    threads = chooser(machine, rounds=3, window=10, drift=0.3, gap=50)
+    run_steps(threads, machine, 300)  # steady: the first probe only
+    assert threads.probes == 1 and threads.chosen == 2
+    machine.cost = {1: 0.09, 2: 0.25}  # another job takes a core: 2 threads get slow
+    ran = run_steps(threads, machine, 20)
+    assert threads.probes == 2 and threads.chosen == 1
+    assert ran[-1] == 1 and 2 in ran[10:]  # the window filled, then both counts were measured again
+    run_steps(threads, machine, 300)  # steady at the new speed: no more probes
+    assert threads.probes == 2
+
+
+def test_probes_are_at_least_gap_steps_apart():
+    machine = Machine({1: 0.1, 2: 0.05})
+    threads = chooser(machine, rounds=1, window=5, gap=100)
+    run_steps(threads, machine, 3)  # warm-up, 1, 2: chosen 2
+    machine.cost = {1: 0.1, 2: 0.5}  # drifted at once, but the last probe was 0 steps ago
+    run_steps(threads, machine, 99)
+    assert threads.probes == 1
+    run_steps(threads, machine, 3)
+    assert threads.probes == 2 and threads.chosen == 1
+
+
+def test_the_count_torch_had_is_put_back_after_the_with_block():
+    machine = Machine({1: 0.1, 2: 0.05})
+    before = torch.get_num_threads()
+    with chooser(machine, rounds=1) as threads:
+        run_steps(threads, machine, 5)
+    assert machine.sets[-1] == before
+
+
+def test_a_count_pins_it_and_nothing_is_measured():
+    machine = Machine({1: 0.1, 2: 0.05})
+    threads = threads_for(1, "train.threads", CPU, clock=machine.clock, set_threads=machine.set_threads)
+    assert run_steps(threads, machine, 10) == [1] * 10
+    assert threads.shown == "1 pinned" and threads.described() == "1 (train.threads 1)"
+
+
+@pytest.mark.parametrize("variable", ["OMP_NUM_THREADS", "MKL_NUM_THREADS"])
+def test_the_environment_pins_auto_at_torchs_count(monkeypatch, variable):
+    unpinned(monkeypatch)
+    monkeypatch.setenv(variable, "1")
+    machine = Machine({1: 0.1, 2: 0.05, torch.get_num_threads(): 0.1})
+    threads = threads_for("auto", "train.threads", CPU, clock=machine.clock, set_threads=machine.set_threads)
+    assert threads.candidates == [torch.get_num_threads()]
+    assert threads.described().endswith(f"({variable}=1)") and threads.shown.endswith("pinned")
+
+
+def test_a_number_wins_over_the_environment(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert threads_for(1, "--threads", CPU, set_threads=lambda n: None).candidates == [1]
+
+
+def test_auto_under_torchrun_or_off_the_cpu_keeps_torchs_count(monkeypatch):
+    unpinned(monkeypatch)
+    count = torch.get_num_threads()
+    ranks = threads_for("auto", "train.threads", CPU, "under torchrun", set_threads=lambda n: None)
+    cuda = threads_for("auto", "train.threads", torch.device("cuda"), set_threads=lambda n: None)
+    assert ranks.candidates == cuda.candidates == [count]
+    assert ranks.described() == f"{count} (under torchrun)" and cuda.described() == f"{count} (on cuda)"
+
+
+def test_auto_chooses_among_one_to_the_cores_torch_would_use(monkeypatch):
+    unpinned(monkeypatch)
+    threads = threads_for("auto", "train.threads", CPU, set_threads=lambda n: None)
+    assert threads.candidates == list(range(1, most_threads() + 1))
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # a program that asked torch for one thread gets one: nothing to measure
+    try:
+        assert threads_for("auto", "train.threads", CPU).candidates == [1]
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("value", [0, -1, "many", True, 1.5, ""])
+def test_a_thread_count_that_is_not_auto_or_a_whole_number_is_refused_in_one_line(value):
+    with pytest.raises(UserError) as caught:
+        from_dict({"train": {"threads": value}})
+    assert str(caught.value) == (
+        f"config: train.threads = {value!r} is not allowed; train.threads must be auto or an integer ≥ 1"
+    )
+    with pytest.raises(UserError) as caught:
+        threads_value(value, "--threads")
+    assert str(caught.value) == (
+        f"--threads {value} is not allowed; use auto or a whole number ≥ 1 (the CPU threads to use)"
+    )
+
+
+def test_auto_and_whole_numbers_are_taken_from_a_config_and_a_command_line():
+    assert from_dict({}).train.threads == "auto"
+    assert from_dict({"train": {"threads": 3}}).train.threads == 3
+    assert [threads_value(v, "--threads") for v in ("auto", "2", 2)] == ["auto", 2, 2]
