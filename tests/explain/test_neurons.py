@@ -18,7 +18,7 @@ from tinygpt.model import gelu
 
 @pytest.fixture(scope="module")
 def checkpoint(odd_checkpoint, tmp_path_factory):
-    """The odd run's best.pt alone in a directory of its own, so that its neurons/ cache is this module's."""
+    """The odd run's best.pt alone in a directory of its own, so that its cache/ is this module's."""
     copy = tmp_path_factory.mktemp("neurons") / "best.pt"
     shutil.copy(odd_checkpoint, copy)
     return copy
@@ -133,7 +133,7 @@ def test_the_cache_is_used_when_it_matches_and_rebuilt_when_anything_differs(
     calls = compute_calls(monkeypatch)
     first = tinygpt.load(path).neurons().found
     again = tinygpt.load(path).neurons(layer=1).found
-    assert calls == [[0, 1]] and len(list((tmp_path / "neurons").glob("best.*.layer*.pt"))) == 2
+    assert calls == [[0, 1]] and len(list((tmp_path / "cache").glob("neurons.best.*.layer*.pt"))) == 2
     assert again.neurons == [n for n in first.neurons if n.layer == 1]  # the same records, from the files
 
     saved = read_checkpoint(path)  # another checkpoint at the same path: new weights
@@ -141,14 +141,14 @@ def test_the_cache_is_used_when_it_matches_and_rebuilt_when_anything_differs(
     save_checkpoint(saved, path)
     changed = tinygpt.load(path).neurons(layer=1).found
     assert calls[-1] == [1] and changed.effects[1][3].tolist() != first.effects[1][3].tolist()
-    assert len(list((tmp_path / "neurons").glob("best.*.layer1.pt"))) == 1  # the stale file replaced
+    assert len(list((tmp_path / "cache").glob("neurons.best.*.layer1.pt"))) == 1  # the stale file replaced
 
     monkeypatch.setattr(measuring, "SETTINGS", {**measuring.SETTINGS, "firing": 0.5})
     monkeypatch.setattr(measuring, "FIRING", 0.5)
     tinygpt.load(path).neurons(layer=1)
     assert calls[-1] == [1]  # other settings: measured again
 
-    (kept,) = (tmp_path / "neurons").glob("best.*.layer1.pt")
+    (kept,) = (tmp_path / "cache").glob("neurons.best.*.layer1.pt")
     kept.write_bytes(kept.read_bytes()[:100])  # damaged: read as absent, measured again, kept again
     tinygpt.load(path).neurons(layer=1)
     assert len(calls) == 4 and kept.stat().st_size > 1000

@@ -403,7 +403,7 @@ class TinyGPT:
         """Every MLP neuron of `layer` (all layers by default) on validation text: how often it fires,
         its strongest contexts, its direct effect on the next character, what switching it off costs,
         in words (`inspect --neurons`); with `neuron`, that neuron of `layer` in detail, its cost
-        measured. Kept beside the checkpoint (neurons/) for the next call; progress: bars on stderr."""
+        measured. Kept beside the checkpoint (cache/) for the next call; progress: bars on stderr."""
         self._on_cpu("neurons")
         _whole(layer=layer, neuron=neuron)
         if neuron is not None and layer is None:

@@ -26,9 +26,10 @@ checkpoint was trained beside, tinygpt.explain.validation; 8,192 positions at bl
                2,048 ablations takes 2,048 forward passes; the one-neuron view also measures it.
     words      its best description (explanations.explain_many), with precision and recall.
 
-The whole result is kept beside the checkpoint, one file per layer in a `neurons/` folder, written
-atomically and keyed by a digest of the weights, the vocabulary, the windows and these settings: a
-file whose key differs, or that cannot be read, is computed again, never trusted.
+The whole result is kept beside the checkpoint, one file per layer in the run's `cache/` folder
+(beside the head scores), written atomically and keyed by a digest of the weights, the vocabulary,
+the windows and these settings: a file whose key differs, or that cannot be read, is computed
+again, never trusted.
 """
 
 import dataclasses
@@ -220,7 +221,7 @@ def contexts_of(text: str, acts: torch.Tensor, windows: torch.Tensor, chars: lis
 
 def cache_file(checkpoint: Path, key: str, layer: int) -> Path:
     """Where one layer's neurons are kept, beside the checkpoint."""
-    return checkpoint.parent / "neurons" / f"{checkpoint.stem}.{key[:16]}.layer{layer}.pt"
+    return checkpoint.parent / "cache" / f"neurons.{checkpoint.stem}.{key[:16]}.layer{layer}.pt"
 
 
 def cache_key(model: GPT, chars: list[str], windows: torch.Tensor, layer: int) -> str:
