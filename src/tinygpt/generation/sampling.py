@@ -93,7 +93,7 @@ def stream(
     """Yield the next character ids (B, 1) after idx (B, T), one step at a time, as they are sampled.
 
     With use_cache (the default) each step runs one position through the model
-    (a tinygpt.generation.fused_step.Decoder, unless something watches the modules); a full cache is refilled
+    (a tinygpt.generation.fused_step.Decoder, unless a hook point is watched); a full cache is refilled
     from the last block_size // 2 characters (see the module docstring). With
     use_cache=False each step re-reads the last block_size characters. threads (tinygpt.threads):
     the one-position steps run through it, which measures them to choose torch's thread count.
@@ -110,7 +110,7 @@ def stream(
             logits = model(context, cache=cache, last_only=True)[0][:, -1, :]
         elif decoder is not None:  # the one new position, as the model computes it (fused_step.py)
             logits = run(decoder.step, context[:, -1], cache)
-        else:  # the one new position through the modules: something hooks or autocasts them
+        else:  # the one new position through the modules: a hook point is watched, or autocast is on
             logits = model(context[:, -1:], cache=cache, last_only=True)[0][:, -1, :]
         next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
         yield next_id
