@@ -57,12 +57,13 @@ PACK_LIMIT = 1_000_000  # parameters up to which the weights travel in float32 a
 # runs the model (cpu.yaml's 0.8M model among them); above it they travel in float16, half the bytes, and
 # a Web Worker runs the model, whose pass over a prompt would otherwise freeze the page while it runs
 PAGE_BUDGET = 30_000_000  # bytes: the largest page worth writing, to mail, keep or open on a phone
-LIVE_LIMIT = 11_000_000  # parameters up to which the page carries the weights and runs the model itself:
-# float16 in base64 is 8/3 bytes a parameter, 29.3 MB at this limit, all of PAGE_BUDGET but the rest of
-# the page (the backward panel's data, about 1.5 MB for a 64-character prompt at 6 × 384); it holds
-# shakespeare_char's 10.65M (6 × 384). Beyond it the page would outgrow the budget long before a browser's
-# memory (each float32 copy of the weights, the page's and the worker's, 4 bytes a parameter) or time
-# (the forward pass grows with the parameters: BENCHMARKS.md, "Issue 38: the page at 10.65M")
+LIVE_LIMIT = 10_800_000  # parameters up to which the page carries the weights and runs the model itself:
+# float16 in base64 is 8/3 bytes a parameter, 28.8 MB at this limit, all of PAGE_BUDGET but the rest of
+# the page (the backward panel's data in float16 and the scripts, about 1 MB for a 64-character prompt
+# at 6 × 384); it holds shakespeare_char's 10.75M (10.65M and the position embeddings). Beyond it the
+# page outgrows the budget before a browser's memory (the page's and the worker's float32 copies of the
+# weights, 4 bytes a parameter each) or its time (the forward pass grows with the parameters: several
+# seconds at 10.75M, BENCHMARKS.md, "Issue 38: the page at 10.75M") would stop it
 
 
 def tensor_data(t: torch.Tensor, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
@@ -144,7 +145,9 @@ def circuits_data(inspected: Inspected) -> dict[str, Any]:
     return {"circuits": page_circuits(inspected.model, heads, note)}
 
 
-def backward_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
+def backward_data(
+    model: GPT, ids: list[int], lr: float, dtype: torch.dtype = torch.float32
+) -> dict[str, Any]:
     """What the backward panel needs from Python: for steps 1–6 the gradient reaching every head's output,
     (T − 1, L, nh, hs), and step 7 (step_data). Without ids, none (the panel then says it has none)."""
     c = model.config
@@ -153,10 +156,10 @@ def backward_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
         step = {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
         return {"ids": [], "g": tensor_data(torch.zeros(0, c.n_layer, c.n_head, c.head_size)), "step": step}
     g = head_output_gradients(model, ids)
-    return {"ids": ids, "g": tensor_data(g), "step": step_data(model, ids, lr)}
+    return {"ids": ids, "g": tensor_data(g, dtype), "step": step_data(model, ids, lr, dtype)}
 
 
-def step_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
+def step_data(model: GPT, ids: list[int], lr: float, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """Step 7 of the backward panel for every head and every position i < T − 1: the weights of row i
     after one plain gradient step of size lr on the head's q, k, v rows (zero beyond key i), and the
     loss at i after it."""
@@ -167,7 +170,7 @@ def step_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
     for step in step_effects(model, ids, lr, one_thread(range(T - 1)), heads):
         after[step.i, step.layer, step.head, : step.i + 1] = step.after
         loss_after[step.i, step.layer, step.head] = step.loss_after
-    return {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
+    return {"lr": lr, "after": tensor_data(after, dtype), "loss_after": tensor_data(loss_after, dtype)}
 
 
 def loss_curves(run_dir: Path) -> list[dict[str, float]] | None:
@@ -232,7 +235,7 @@ def page_data(
     for part, what in PARTS.items():
         if part in parts:
             next_step(steps, what.format(T=len(ids), heads=cfg.n_layer * cfg.n_head))
-            data.update(build_part(part, loaded, ids, lr))
+            data.update(build_part(part, loaded, ids, lr, torch.float16 if packed else torch.float32))
     next_step(steps, "packing the weights" if live else "tracing the prompt")
     data.update(
         {
@@ -270,14 +273,17 @@ PARTS = {  # each part a view may draw, and what the progress bar says while it 
 }
 
 
-def build_part(part: str, inspected: Inspected, ids: list[int], lr: float) -> dict[str, Any]:
-    """One part of the page's data, by its name in PARTS."""
+def build_part(
+    part: str, inspected: Inspected, ids: list[int], lr: float, dtype: torch.dtype
+) -> dict[str, Any]:
+    """One part of the page's data, by its name in PARTS; the backward panel's arrays in `dtype` (a large
+    model's page carries them in float16, as its weights: at 6 × 384 and 64 characters, 0.8 MB less)."""
     if part == "roles":
         return roles_data(inspected)
     if part == "means":
         return means_data(inspected)
     if part == "backward":
-        return {"backward": backward_data(inspected.model, ids, lr)}
+        return {"backward": backward_data(inspected.model, ids, lr, dtype)}
     if part == "timeline":
         return {"timeline": page_timeline(inspected.path.parent)}  # the slider (assets/timeline.js)
     if part == "sections":  # neurons.js, features.js
