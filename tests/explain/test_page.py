@@ -13,7 +13,7 @@ from tinygpt.explain.ablate import validation_means
 from tinygpt.explain.backward import STEP_LR, head_output_gradients, step_effect
 from tinygpt.explain.heads import checkpoint_heads
 from tinygpt.explain.lens import logit_lens
-from tinygpt.explain.page import loss_curves, page_data, page_script, render_page, write_page
+from tinygpt.explain.page import PACK_LIMIT, loss_curves, page_data, page_script, render_page, write_page
 from tinygpt.explain.pca import principal_components
 from tinygpt.explain.roles import WORDS
 from tinygpt.explain.trace import trace_prompt
@@ -33,17 +33,18 @@ def embedded(html: str) -> dict:
     return json.loads(found.group(1))
 
 
-def test_page_is_one_self_contained_file(odd_checkpoint, tmp_path):
+@pytest.mark.parametrize("pack_limit", [PACK_LIMIT, 0])  # the float16 page carries its worker's script too
+def test_page_is_one_self_contained_file(odd_checkpoint, tmp_path, pack_limit):
     out = tmp_path / "page.html"
-    message = write_page(odd_checkpoint, PROMPT, out, layer=1, head=1, token=3)
-    assert "runs the model itself" in message
+    message = write_page(odd_checkpoint, PROMPT, out, layer=1, head=1, token=3, pack_limit=pack_limit)
+    assert "runs the model itself" in message and ("Web Worker" in message) == (pack_limit == 0)
     html = out.read_text(encoding="utf-8")
     assert not re.search(
         r"""(src|href)\s*=|<link|@import|url\(|fetch\(|XMLHttpRequest|https?://(?!www\.w3\.org/2000/svg)""",
         html,
     )
-    assert html.count("<script") == 2 and html.count("</script>") == 2, (
-        "the data cannot close its script element"
+    assert html.count("<script") == 3 and html.count("</script>") == 3, (
+        "the data and the worker's script cannot close their script elements"
     )
     assert "<title>tinygpt explainer · run/best.pt</title>" in html
     data = embedded(html)

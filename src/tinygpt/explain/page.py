@@ -9,18 +9,21 @@ the arithmetic of any clicked row and, behind a toggle, its backward pass, a PCA
 the character embeddings and the run's loss curves; with the run's timeline.jsonl, a
 slider over its training steps (assets/timeline.js and .css, tinygpt.explain.timeline).
 For models up to LIVE_LIMIT parameters it carries the weights and runs the forward pass
-itself, so any typed prompt updates everything; larger models carry the one prompt's
-trace, computed here. For the prompt the page is written for, the backward panel's step 2
-(the gradient reaching each head's output) and step 7 (what one gradient step on a head's
-q, k, v weights does to its attention and the loss, for every head and position) are
-computed here; the page works out steps 3–6 itself. Each head's mean output over validation
+itself, so any typed prompt updates everything: up to PACK_LIMIT in float32, on the page's own thread;
+above it in float16, in a Web Worker, so that the page stays responsive while a large model reads a
+prompt. Larger models carry the one prompt's trace, computed here. For the prompt the page is written
+for, the backward panel's step 2 (the gradient reaching each head's output) and step 7 (what one
+gradient step on a head's q, k, v weights does to its attention and the loss, for every head and
+position) are computed here; the page works out steps 3–6 itself. Each head's mean output over validation
 text, for switching heads off in mean mode, is computed here too.
 
 Tensors travel as base64 of little-endian float32 bytes, so the page reads the
-very numbers PyTorch holds.
+very numbers PyTorch holds; a large model's weights as float16 bytes, half the size, and the page says
+how far rounding them moves the prompt's logits.
 """
 
 import base64
+import copy
 import ctypes
 import html
 import json
@@ -50,21 +53,54 @@ from tinygpt.files.metrics import read_metrics
 from tinygpt.model import GPT
 from tinygpt.tokenizer import prompt_ids
 
-LIVE_LIMIT = 4_000_000  # parameters up to which the page embeds the weights and runs the model itself
+PACK_LIMIT = 1_000_000  # parameters up to which the weights travel in float32 and the page's own thread
+# runs the model (cpu.yaml's 0.8M model among them); above it they travel in float16, half the bytes, and
+# a Web Worker runs the model, whose pass over a prompt would otherwise freeze the page while it runs
+PAGE_BUDGET = 30_000_000  # bytes: the largest page worth writing, to mail, keep or open on a phone
+LIVE_LIMIT = 10_800_000  # parameters up to which the page carries the weights and runs the model itself:
+# float16 in base64 is 8/3 bytes a parameter, 28.8 MB at this limit, all of PAGE_BUDGET but the rest of
+# the page (the backward panel's data in float16 and the scripts, about 1 MB for a 64-character prompt
+# at 6 × 384); it holds shakespeare_char's 10.75M (10.65M and the position embeddings). Beyond it the
+# page outgrows the budget before a browser's memory (the page's and the worker's float32 copies of the
+# weights, 4 bytes a parameter each) or its time (the forward pass grows with the parameters: several
+# seconds at 10.75M, BENCHMARKS.md, "Issue 38: the page at 10.75M") would stop it
 
 
-def tensor_data(t: torch.Tensor) -> dict[str, Any]:
-    """A tensor as the page reads it: its shape and its float32 bytes in base64."""
-    flat = t.detach().to("cpu", torch.float32).flatten().clone()  # own storage, exactly numel values
-    if sys.byteorder == "big":
-        flat = flat.view(torch.uint8).view(-1, 4).flip(1).contiguous()  # each value's bytes reversed
+def tensor_data(t: torch.Tensor, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """A tensor as the page reads it: its shape and its float32 (or float16) bytes in base64."""
+    flat = t.detach().to("cpu", dtype).flatten().clone()  # own storage, exactly numel values
+    if sys.byteorder == "big":  # each value's bytes reversed
+        flat = flat.view(torch.uint8).view(-1, flat.element_size()).flip(1).contiguous()
     raw = ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size())  # one copy, in C
-    return {"shape": list(t.shape), "b64": base64.b64encode(raw).decode("ascii")}
+    data = {"shape": list(t.shape), "b64": base64.b64encode(raw).decode("ascii")}
+    return data if dtype == torch.float32 else {**data, "dtype": "float16"}
 
 
-def model_weights(model: GPT) -> dict[str, dict[str, Any]]:
+def model_weights(model: GPT, dtype: torch.dtype = torch.float32) -> dict[str, dict[str, Any]]:
     """Every parameter by its state_dict name; the LM head is the token embedding, sent once."""
-    return {name: tensor_data(p) for name, p in model.named_parameters()}
+    return {name: tensor_data(p, dtype) for name, p in model.named_parameters()}
+
+
+def precision_data(model: GPT, ids: list[int], packed: bool) -> dict[str, Any]:
+    """How the page carries the weights, and the most that rounding them to it moves one of the prompt's
+    logits (T, vocab) from PyTorch's float32 ones: 0 for float32, measured for float16 (PACK_LIMIT)."""
+    if not packed:
+        return {"dtype": "float32", "max_logit_change": 0.0}
+    x = torch.tensor([ids])  # (1, T), never empty (tinygpt.tokenizer.prompt_ids)
+    with torch.no_grad():
+        change = (half_rounded(model)(x)[0] - model(x)[0]).abs().max().item()
+    return {"dtype": "float16", "max_logit_change": change}
+
+
+def half_rounded(model: GPT) -> GPT:
+    """A copy of the model with every weight rounded to float16 and back: what a packed page runs."""
+    rounded = copy.deepcopy(model)  # the tied LM head stays tied
+    with torch.no_grad():
+        for p in rounded.parameters():
+            p.copy_(p.half().float())
+            if not torch.isfinite(p).all():
+                raise UserError("a weight is too large for float16 (65,504): the page cannot carry it")
+    return rounded
 
 
 def trace_data(trace: Trace, lens: torch.Tensor) -> dict[str, Any]:
@@ -109,7 +145,9 @@ def circuits_data(inspected: Inspected) -> dict[str, Any]:
     return {"circuits": page_circuits(inspected.model, heads, note)}
 
 
-def backward_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
+def backward_data(
+    model: GPT, ids: list[int], lr: float, dtype: torch.dtype = torch.float32
+) -> dict[str, Any]:
     """What the backward panel needs from Python: for steps 1–6 the gradient reaching every head's output,
     (T − 1, L, nh, hs), and step 7 (step_data). Without ids, none (the panel then says it has none)."""
     c = model.config
@@ -118,10 +156,10 @@ def backward_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
         step = {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
         return {"ids": [], "g": tensor_data(torch.zeros(0, c.n_layer, c.n_head, c.head_size)), "step": step}
     g = head_output_gradients(model, ids)
-    return {"ids": ids, "g": tensor_data(g), "step": step_data(model, ids, lr)}
+    return {"ids": ids, "g": tensor_data(g, dtype), "step": step_data(model, ids, lr, dtype)}
 
 
-def step_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
+def step_data(model: GPT, ids: list[int], lr: float, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """Step 7 of the backward panel for every head and every position i < T − 1: the weights of row i
     after one plain gradient step of size lr on the head's q, k, v rows (zero beyond key i), and the
     loss at i after it."""
@@ -132,7 +170,7 @@ def step_data(model: GPT, ids: list[int], lr: float) -> dict[str, Any]:
     for step in step_effects(model, ids, lr, one_thread(range(T - 1)), heads):
         after[step.i, step.layer, step.head, : step.i + 1] = step.after
         loss_after[step.i, step.layer, step.head] = step.loss_after
-    return {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
+    return {"lr": lr, "after": tensor_data(after, dtype), "loss_after": tensor_data(loss_after, dtype)}
 
 
 def loss_curves(run_dir: Path) -> list[dict[str, float]] | None:
@@ -174,10 +212,12 @@ def page_data(
     loaded: Inspected | None = None,
     off: tuple[list[tuple[int, int]], str] | None = None,
     view: str = "page",
+    pack_limit: int = PACK_LIMIT,
 ) -> dict[str, Any]:
     """What the page (or one view of it, VIEWS) shows, as JSON-ready data; `steps` (a bar of STEPS) says
     what it is doing; `loaded`: the checkpoint already read and its model built (tinygpt.load's), else
-    read here; `off`: the heads the page starts with switched off, and how (zero or mean)."""
+    read here; `off`: the heads the page starts with switched off, and how (zero or mean); `live_limit`
+    and `pack_limit`: as LIVE_LIMIT and PACK_LIMIT."""
     steps = steps or tqdm(disable=True)
     path = Path(checkpoint)
     if loaded is None:
@@ -189,12 +229,13 @@ def page_data(
     layer, head, token = focus(cfg, ids, layer, head, token)
     check_lr(lr)
     live = model.num_params() <= live_limit
+    packed = live and model.num_params() > pack_limit  # float16 weights, run in a Web Worker
     parts = set(VIEWS[view]) | ({"means"} if off and off[1] == "mean" else set())
     data = {**EMPTY, "backward": backward_data(model, ids[:0], lr)}  # what a part not built leaves
     for part, what in PARTS.items():
         if part in parts:
             next_step(steps, what.format(T=len(ids), heads=cfg.n_layer * cfg.n_head))
-            data.update(build_part(part, loaded, ids, lr))
+            data.update(build_part(part, loaded, ids, lr, torch.float16 if packed else torch.float32))
     next_step(steps, "packing the weights" if live else "tracing the prompt")
     data.update(
         {
@@ -202,13 +243,16 @@ def page_data(
             "run": path.parent.name,
             "params": model.num_params(),
             "live_limit": live_limit,
+            "pack_limit": pack_limit,
+            "worker": packed,
+            "precision": precision_data(model, ids, packed),
             "config": {**vars(cfg), "head_size": cfg.head_size},
             "record": {k: v for k, v in saved.record.items() if isinstance(v, (int, float, str))},
             "vocab": tokenizer.chars,
             "prompt": tokenizer.decode(ids),
             "selection": {"layer": layer, "head": head, "token": token},
             **heads_off(off),
-            "weights": model_weights(model) if live else None,
+            "weights": model_weights(model, torch.float16 if packed else torch.float32) if live else None,
             "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
             "role_words": WORDS,  # what each label means, said when a head's label is hovered over
             "pca": pca_data(model),
@@ -229,14 +273,17 @@ PARTS = {  # each part a view may draw, and what the progress bar says while it 
 }
 
 
-def build_part(part: str, inspected: Inspected, ids: list[int], lr: float) -> dict[str, Any]:
-    """One part of the page's data, by its name in PARTS."""
+def build_part(
+    part: str, inspected: Inspected, ids: list[int], lr: float, dtype: torch.dtype
+) -> dict[str, Any]:
+    """One part of the page's data, by its name in PARTS; the backward panel's arrays in `dtype` (a large
+    model's page carries them in float16, as its weights: at 6 × 384 and 64 characters, 0.8 MB less)."""
     if part == "roles":
         return roles_data(inspected)
     if part == "means":
         return means_data(inspected)
     if part == "backward":
-        return {"backward": backward_data(inspected.model, ids, lr)}
+        return {"backward": backward_data(inspected.model, ids, lr, dtype)}
     if part == "timeline":
         return {"timeline": page_timeline(inspected.path.parent)}  # the slider (assets/timeline.js)
     if part == "sections":  # neurons.js, features.js
@@ -288,11 +335,13 @@ def render_page(data: dict[str, Any]) -> str:
         title=html.escape(f"tinygpt explainer · {data['run']}/{data['checkpoint']}"),
         style="\n".join((assets / f"{name}.css").read_text(encoding="utf-8") for name in STYLES),
         script=page_script(),
+        worker=page_script(WORKER_ENTRY) if data.get("worker") else "",  # text, run by no browser as it is
         data=script_json(data),
     )
 
 
 SCRIPT_ENTRY = "main.js"  # the page's script: this module, after every module it imports (assets/*.js)
+WORKER_ENTRY = "worker.js"  # the Web Worker's script, which the page starts from the text inlined with it
 IMPORT = re.compile(r'^import (?:\{[^}]*\} from )?"\./([\w-]+\.js)";\n', re.MULTILINE)
 EXPORT = re.compile(r"^export (?=function |const |let )", re.MULTILINE)
 
@@ -338,19 +387,21 @@ def write_page(
     live_limit: int = LIVE_LIMIT,
     progress: bool = False,
     lr: float = STEP_LR,
+    pack_limit: int = PACK_LIMIT,
 ) -> str:
     """Write the page to `out` (default: explain.html beside the checkpoint); returns what was written."""
     out = Path(checkpoint).parent / PAGE_NAME if out is None else Path(out)
     with tqdm(total=STEPS, desc="reading the checkpoint", disable=not progress, leave=False) as steps:
-        data = page_data(checkpoint, prompt, layer, head, token, live_limit, steps, lr)
+        data = page_data(checkpoint, prompt, layer, head, token, live_limit, steps, lr, pack_limit=pack_limit)
         try:
             write_atomic(out, render_page(data))
         except OSError as e:
             raise UserError(f"cannot write {out}: {e.strerror}") from None
         steps.update()
     size = out.stat().st_size
+    where = " (float16 weights, run in a Web Worker)" if data["worker"] else ""
     how = (
-        "runs the model itself: type any prompt"
+        f"runs the model itself{where}: type any prompt"
         if data["weights"] is not None
         else f"shows this prompt only (the model has more than {live_limit:,} parameters)"
     )

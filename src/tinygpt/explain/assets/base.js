@@ -13,7 +13,10 @@
 //   the rest   c a character, cs the prompt's characters, p a probability, e a browser event, n the
 //              index of a series' term, lo and hi the two ends of a range, sx and sy a chart's scales
 
-export const DATA = JSON.parse(document.getElementById("tinygpt-data").textContent);
+// a Web Worker has no document: the page starts it with the data it needs as self.tinygptData (runner.js)
+export const DATA = self.document
+  ? JSON.parse(document.getElementById("tinygpt-data").textContent)
+  : self.tinygptData;
 export const CFG = DATA.config;
 export const C = CFG.n_embd,
   NH = CFG.n_head,
@@ -37,10 +40,27 @@ export const contribAt = (T, hd, t, o = 0) => (hd * T + t) * C + o;
 // row t of a (rows, width) array, as a view
 export const rowOf = (arr, t, width) => arr.subarray(rowAt(t, 0, width), rowAt(t + 1, 0, width));
 
-// mirrors tinygpt.explain.page.tensor_data, backwards: base64 of float32 bytes to an array
+// every float16 bit pattern's value, so that decoding one is a look-up (not every browser has a
+// Float16Array): sign, 5 bits of exponent (bias 15), 10 of fraction; exponent 0 is subnormal, 31 ∞ or NaN
+const HALF = Float32Array.from({ length: 65536 }, (_, bits) => {
+  const exponent = (bits >> 10) & 31,
+    fraction = bits & 1023;
+  let magnitude = (1 + fraction / 1024) * 2 ** (exponent - 15);
+  if (exponent === 0) magnitude = (fraction / 1024) * 2 ** -14;
+  if (exponent === 31) magnitude = fraction ? NaN : Infinity;
+  return bits & 0x8000 ? -magnitude : magnitude;
+});
+
+// mirrors tinygpt.explain.page.tensor_data, backwards: base64 of float32 (or float16) bytes to an array
 export function decode(tensor) {
-  const bytes = Uint8Array.from(atob(tensor.b64), (c) => c.charCodeAt(0));
-  return new Float32Array(bytes.buffer); // little-endian, as tinygpt.explain.page wrote it
+  const text = atob(tensor.b64);
+  const bytes = new Uint8Array(text.length);
+  for (let at = 0; at < text.length; at++) bytes[at] = text.charCodeAt(at);
+  if (tensor.dtype !== "float16") return new Float32Array(bytes.buffer); // little-endian, as Python wrote it
+  const halves = new Uint16Array(bytes.buffer),
+    values = new Float32Array(halves.length);
+  for (let at = 0; at < halves.length; at++) values[at] = HALF[halves[at]];
+  return values;
 }
 
 // mirrors tinygpt.explain.glyphs.num: 4 decimals; a masked score, −∞, as the symbol

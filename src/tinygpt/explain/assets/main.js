@@ -15,10 +15,11 @@ import { renderCircuits } from "./circuits.js";
 import { renderExample } from "./example.js";
 import { renderFeatures } from "./features.js";
 import { markGrid, renderGrid, setupModeSwitch } from "./grid.js";
-import { forward, traceFromData, W } from "./model.js";
+import { traceFromData, W } from "./model.js";
 import { renderNeurons } from "./neurons.js";
 import { renderAbout, renderTokens, runPrompt, setupPrompt } from "./prompt.js";
-import { onSelection, onTrace, select, setTrace, state, toggleHead } from "./state.js";
+import { run, runsIn } from "./runner.js";
+import { onSelection, onTrace, select, setTrace, show, state, toggleHead } from "./state.js";
 import { renderTimeline } from "./timeline.js";
 
 // rows of a (T, V) array as nested lists
@@ -28,14 +29,20 @@ window.tinygpt = {
   state,
   select,
   toggleHead,
+  // each a promise: of the prompt shown; of the model's numbers below (from the worker for a large model)
   setPrompt: (text) => runPrompt(text),
+  runsIn, // where the model runs: "worker" or "page"
   // the logits (T, V) of ids with the heads named in `off` ("L.H") switched off, in mode "zero" or "mean"
   logits:
-    W && ((ids, off = [], mode = "zero") => rowsOf(forward(ids, new Set(off), mode).logits, ids.length)),
+    W &&
+    ((ids, off = [], mode = "zero") =>
+      run(ids, new Set(off), mode).then((trace) => rowsOf(trace.logits, ids.length))),
   // the logit lens of ids: (n_layer, T, V)
-  lens: W && ((ids) => forward(ids).lens.map((logits) => rowsOf(logits, ids.length))),
+  lens: W && ((ids) => run(ids).then((trace) => trace.lens.map((logits) => rowsOf(logits, ids.length)))),
   // the direct logit attribution of the predicted character after position t of ids, heads in `off` switched off
-  attribution: W && ((ids, t, off = [], mode = "zero") => logitParts(forward(ids, new Set(off), mode), t)),
+  attribution:
+    W &&
+    ((ids, t, off = [], mode = "zero") => run(ids, new Set(off), mode).then((trace) => logitParts(trace, t))),
   // the backward panel's numbers for position i of the shown prompt through head hd of `layer`
   backward: (layer, hd, i) => {
     const why = backwardUnavailable(state.trace, i);
@@ -59,13 +66,6 @@ renderTimeline();
 setupPrompt();
 setupModeSwitch();
 setupBackward();
-window.addEventListener("resize", renderGrid); // the maps take the grid's new width
-setTrace(
-  W
-    ? forward(
-        Array.from(DATA.prompt, (c) => ID.get(c)),
-        state.off,
-        state.mode,
-      )
-    : traceFromData(DATA.trace),
-);
+window.addEventListener("resize", () => state.trace && renderGrid()); // the maps take the grid's new width
+if (W) show(Array.from(DATA.prompt, (c) => ID.get(c)));
+else setTrace(traceFromData(DATA.trace));

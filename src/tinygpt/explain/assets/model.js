@@ -1,5 +1,6 @@
 // The model's forward pass, run in the page on the weights it carries (pages of models up to
-// tinygpt.explain.page.LIVE_LIMIT parameters), in float64, with any heads switched off.
+// tinygpt.explain.page.LIVE_LIMIT parameters), in float64, with any heads switched off: on the page's
+// thread, or for a large model in a Web Worker (runner.js starts it; worker.js is its script).
 
 import {
   C,
@@ -17,20 +18,66 @@ import {
   weightAt,
 } from "./base.js";
 
-export const W = DATA.weights
+// the weights by state_dict name, or null where the page carries none (a worker is handed them: setWeights)
+export let W = DATA.weights
   ? Object.fromEntries(Object.entries(DATA.weights).map(([name, tensor]) => [name, decode(tensor)]))
   : null;
+export function setWeights(weights) {
+  W = weights;
+}
 
 // mirrors torch.nn.Linear: y (T, nOut) = x (T, nIn) · wᵀ + b, with w stored (nOut, nIn)
+// A large model's pass is nearly all this loop, so it fills y in blocks of 4 positions × 2 outputs: each
+// number read from x or w serves two or four products (about twice the speed of one dot product at a
+// time). Where T or nOut runs out, a block repeats its last row or output: computed twice, written once.
 function linear(x, T, nIn, w, b, nOut) {
   const y = new Float64Array(T * nOut);
-  for (let t = 0; t < T; t++) {
-    for (let o = 0; o < nOut; o++) {
-      let sum = b ? b[o] : 0;
-      const xAt = rowAt(t, 0, nIn),
-        wAt = rowAt(o, 0, nIn);
-      for (let d = 0; d < nIn; d++) sum += x[xAt + d] * w[wAt + d];
-      y[rowAt(t, o, nOut)] = sum;
+  const xAt = (t) => rowAt(Math.min(t, T - 1), 0, nIn),
+    wAt = (o) => rowAt(Math.min(o, nOut - 1), 0, nIn);
+  for (let t = 0; t < T; t += 4) {
+    const x0 = xAt(t),
+      x1 = xAt(t + 1),
+      x2 = xAt(t + 2),
+      x3 = xAt(t + 3);
+    for (let o = 0; o < nOut; o += 2) {
+      const w0 = wAt(o),
+        w1 = wAt(o + 1);
+      // sRK: the sum for position t + R and output o + K
+      let s00 = 0,
+        s10 = 0,
+        s20 = 0,
+        s30 = 0,
+        s01 = 0,
+        s11 = 0,
+        s21 = 0,
+        s31 = 0;
+      for (let d = 0; d < nIn; d++) {
+        const w0d = w[w0 + d],
+          w1d = w[w1 + d];
+        const x0d = x[x0 + d],
+          x1d = x[x1 + d],
+          x2d = x[x2 + d],
+          x3d = x[x3 + d];
+        s00 += x0d * w0d;
+        s10 += x1d * w0d;
+        s20 += x2d * w0d;
+        s30 += x3d * w0d;
+        s01 += x0d * w1d;
+        s11 += x1d * w1d;
+        s21 += x2d * w1d;
+        s31 += x3d * w1d;
+      }
+      const put = (r, k, sum) => {
+        if (t + r < T && o + k < nOut) y[rowAt(t + r, o + k, nOut)] = sum + (b ? b[o + k] : 0);
+      };
+      put(0, 0, s00);
+      put(1, 0, s10);
+      put(2, 0, s20);
+      put(3, 0, s30);
+      put(0, 1, s01);
+      put(1, 1, s11);
+      put(2, 1, s21);
+      put(3, 1, s31);
     }
   }
   return y;
@@ -78,6 +125,30 @@ export const headName = (layer, hd) => `${layer}.${hd}`;
 // each layer's mean head outputs over validation text, (n_layer, C), as --ablate-mode mean uses them
 // (tinygpt.explain.ablate.validation_means, computed in Python when the page was written), or null
 export const MEANS = DATA.means && decode(DATA.means);
+
+// attention's output projection, c_proj, of what it reads (T, C), split by head: contrib (NH, T, C), each
+// head's columns of c_proj times what it reads there, and out (T, C), their sum and the bias
+function projection(merged, T, w, b) {
+  const contrib = new Float64Array(NH * T * C),
+    out = new Float64Array(T * C);
+  for (let hd = 0; hd < NH; hd++)
+    for (let t = 0; t < T; t++) {
+      const xAt = rowAt(t, headCol(hd));
+      for (let o = 0; o < C; o++) {
+        const wAt = rowAt(o, headCol(hd));
+        let sum = 0;
+        for (let d = 0; d < HS; d++) sum += merged[xAt + d] * w[wAt + d];
+        contrib[contribAt(T, hd, t, o)] = sum;
+      }
+    }
+  for (let t = 0; t < T; t++)
+    for (let o = 0; o < C; o++) {
+      let sum = b ? b[o] : 0;
+      for (let hd = 0; hd < NH; hd++) sum += contrib[contribAt(T, hd, t, o)];
+      out[rowAt(t, o)] = sum;
+    }
+  return { out, contrib };
+}
 
 // mirrors tinygpt.explain.trace.trace_prompt, with tinygpt.explain.ablate.ablated and tinygpt.explain.lens.logit_lens
 // One prompt through the model: the same trace (layout and names) as tinygpt.explain.trace gives, with
@@ -141,17 +212,12 @@ export function forward(ids, off = new Set(), mode = "zero") {
           if (on(hd)) merged[rowAt(t, col)] = heads[headAt(T, hd, t, d)];
           else if (mode === "mean") merged[rowAt(t, col)] = MEANS[rowAt(layer, col)];
         }
-    const wProj = param(`${prefix}attn.c_proj.weight`);
-    const out = dense(`${prefix}attn.c_proj`, merged, C, C);
-    const contrib = new Float64Array(NH * T * C); // each head's columns of c_proj times what it reads there
-    for (let hd = 0; hd < NH; hd++)
-      for (let t = 0; t < T; t++)
-        for (let o = 0; o < C; o++) {
-          let sum = 0;
-          for (let d = 0; d < HS; d++)
-            sum += merged[rowAt(t, headCol(hd, d))] * wProj[rowAt(o, headCol(hd, d))];
-          contrib[contribAt(T, hd, t, o)] = sum;
-        }
+    const { out, contrib } = projection(
+      merged,
+      T,
+      param(`${prefix}attn.c_proj.weight`),
+      param(`${prefix}attn.c_proj.bias`),
+    );
     for (let at = 0; at < T * C; at++) x[at] += out[at];
     const ln2 = norm(`${prefix}ln_2`, x);
     const fc = dense(`${prefix}mlp.c_fc`, ln2, C, 4 * C).map(gelu);

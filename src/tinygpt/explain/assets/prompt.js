@@ -2,8 +2,9 @@
 // characters, each with its five likeliest next characters and the logit lens under them.
 
 import { C, CFG, DATA, el, glyph, HS, ID, NH, quoted, V, VOCAB } from "./base.js";
-import { forward, topNext, W } from "./model.js";
-import { chars, select, setTrace, state } from "./state.js";
+import { topNext, W } from "./model.js";
+import { runsIn } from "./runner.js";
+import { chars, select, show, state } from "./state.js";
 
 export function renderAbout() {
   const record = DATA.record;
@@ -27,15 +28,32 @@ export function setupPrompt() {
     input.hidden = true;
     note.textContent =
       `This model has ${DATA.params.toLocaleString("en")} parameters, more than the ` +
-      `${DATA.live_limit.toLocaleString("en")} this page runs itself: it shows the prompt computed in Python. ` +
+      `${DATA.live_limit.toLocaleString("en")} this page runs itself (more would make the page outgrow 30 MB): ` +
+      "it shows the prompt computed in Python. " +
       "Run explain.py --html with another --prompt to see another.";
     return;
   }
   input.value = DATA.prompt;
   input.addEventListener("input", () => runPrompt(input.value));
   note.textContent = `Type any text made of the model's ${V} characters; everything below is recomputed in this page.`;
+  document.getElementById("precision").textContent = precisionNote();
 }
 
+// how the page carries the weights and where it runs them, and what that costs in the logits
+function precisionNote() {
+  const where =
+    runsIn() === "worker" ? "in a Web Worker, so that the page stays responsive" : "on the page's own thread";
+  if (DATA.precision.dtype === "float32")
+    return `The weights are PyTorch's float32 ones; the model runs in float64, ${where}.`;
+  const change = DATA.precision.max_logit_change.toPrecision(2);
+  return (
+    `The weights travel in float16, half the bytes (models above ${DATA.pack_limit.toLocaleString("en")} ` +
+    `parameters), and run in float64, ${where}: rounding them moves this prompt's logits by at most ${change} ` +
+    "from PyTorch's float32 ones."
+  );
+}
+
+// run the model on `text` and show it; returns the promise of it shown (none for a prompt it cannot read)
 export function runPrompt(text) {
   const note = document.getElementById("prompt-note");
   let cs = Array.from(text);
@@ -54,13 +72,7 @@ export function runPrompt(text) {
     cs = cs.slice(-CFG.block_size);
     note.textContent = `The model reads at most ${CFG.block_size} characters: showing the last ${CFG.block_size}.`;
   }
-  setTrace(
-    forward(
-      cs.map((c) => ID.get(c)),
-      state.off,
-      state.mode,
-    ),
-  );
+  return show(cs.map((c) => ID.get(c)));
 }
 
 export function renderTokens() {

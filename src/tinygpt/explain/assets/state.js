@@ -3,10 +3,12 @@
 // changes, so this module needs none of them.
 
 import { DATA, VOCAB } from "./base.js";
-import { forward, headName } from "./model.js";
+import { headName } from "./model.js";
+import { run } from "./runner.js";
 
 export const state = {
   trace: null,
+  ids: null, // the prompt last asked for: the trace's, or the one on its way from the worker (runner.js)
   layer: DATA.selection.layer,
   head: DATA.selection.head,
   token: DATA.selection.token,
@@ -34,8 +36,24 @@ export function setTrace(trace) {
   for (const draw of views.trace) draw();
 }
 
+// Run the model on ids with the heads switched off and the mode as they now are, and show the trace when
+// it comes: at once on the page's thread, or from the worker for a large model, "Running the model…" said
+// meanwhile. A run asked for while another waits replaces it (runner.js). Returns the promise of it shown.
+let waiting = 0; // runs asked for and not yet back
+export function show(ids) {
+  state.ids = ids;
+  const running = document.getElementById("running");
+  running.hidden = false;
+  waiting++;
+  return run(ids, state.off, state.mode, "shown").then((trace) => {
+    waiting--;
+    running.hidden = waiting === 0;
+    if (trace) setTrace(trace);
+  });
+}
+
 // run the shown prompt again, with the heads switched off and the mode as they now are
-const rerun = () => setTrace(forward(state.trace.ids, state.off, state.mode));
+const rerun = () => show(state.ids);
 
 // a click on a head's label: switch it off, or back on, and run the model again
 export function toggleHead(layer, hd) {
