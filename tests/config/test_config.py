@@ -229,7 +229,7 @@ def test_the_shipped_configs_are_the_top_level_ones_and_answer_to_their_names_fr
     tmp_path, monkeypatch
 ):
     assert SHIPPED_CONFIGS == ROOT / "configs"  # one copy in the repository (the wheel carries it)
-    assert shipped_configs() == ["cpu", "cpu_quick", "induction", "shakespeare_char", "tiny"]
+    assert shipped_configs() == ["cpu", "cpu_long", "cpu_quick", "induction", "shakespeare_char", "tiny"]
     monkeypatch.chdir(tmp_path)  # outside the checkout: no configs/ here
     for given in ["cpu", "cpu.yaml", "configs/cpu.yaml", "./configs/cpu.yaml"]:
         assert config_path(given) == SHIPPED_CONFIGS / "cpu.yaml"
