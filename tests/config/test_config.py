@@ -253,7 +253,7 @@ def test_a_missing_config_lists_the_shipped_names(tmp_path):
         load_config(tmp_path / "nowhere.yaml")
     assert str(caught.value) == (
         f"config file {tmp_path / 'nowhere.yaml'} does not exist; pass a YAML file or the name of a "
-        "shipped config (cpu, cpu_quick, induction, shakespeare_char, tiny), e.g. --config cpu"
+        "shipped config (cpu, cpu_long, cpu_quick, induction, shakespeare_char, tiny), e.g. --config cpu"
     )
 
 
