@@ -255,10 +255,10 @@ def cpu_clause(runs: list[CpuRun]) -> str:
 
 def replace_block(text: str, name: str, body: str) -> str:
     """text with the lines between `<!-- figures: name -->` and the next `<!-- /figures -->` set to body."""
-    pattern = re.compile(rf"(<!-- figures: {name} -->\n).*?(\n<!-- /figures -->)", re.S)
+    pattern = re.compile(rf"(<!-- figures: {name} -->\n)(?:.*?\n)??(<!-- /figures -->)", re.S)  # empty too
     if not pattern.search(text):
         raise UserError(f"the doc has no <!-- figures: {name} --> … <!-- /figures --> block to fill")
-    return pattern.sub(lambda m: m[1] + body + m[2], text, count=1)
+    return pattern.sub(lambda m: m[1] + body + "\n" + m[2], text, count=1)
 
 
 def with_seeds(doc: str, readme: str, figures_json: Path, adamw_json: Path) -> tuple[str, str]:

@@ -154,18 +154,35 @@ def test_the_readme_and_the_guide_quote_the_seeds_figures_the_script_wrote():
     """README.md's timing and docs/circuits.md's seeds tables are what scripts/induction_seeds.py measured
     (docs/circuits_figures.json for the shipped recipe, docs/circuits_seeds_adamw.json for the former AdamW
     one), as scripts/circuit_figures.py writes them: no figure copied by hand."""
-    spec = importlib.util.spec_from_file_location("circuit_figures", ROOT / "scripts" / "circuit_figures.py")
-    figures_script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(figures_script)
+    script = figures_script()
     figures = json.loads((ROOT / "docs" / "circuits_figures.json").read_text(encoding="utf-8"))
     guide = (ROOT / "docs" / "circuits.md").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert figures_script.seed_block(figures) in guide
+    assert script.seed_block(figures) in guide
     adamw = json.loads((ROOT / "docs" / "circuits_seeds_adamw.json").read_text(encoding="utf-8"))
     assert adamw["changes"][0] == "train.optimizer=adamw" and figures.get("changes", []) == []
-    assert figures_script.seed_block(adamw) in guide
+    assert script.seed_block(adamw) in guide
     for threads in {r["threads"] for r in figures["runs"]}:
-        assert figures_script.timing(figures, threads) in readme
+        assert script.timing(figures, threads) in readme
+
+
+def figures_script():
+    spec = importlib.util.spec_from_file_location("circuit_figures", ROOT / "scripts" / "circuit_figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_figures_block_is_filled_whether_empty_or_not_and_nothing_after_it_moves():
+    replace_block = figures_script().replace_block
+    doc = (
+        "a\n<!-- figures: x -->\n<!-- /figures -->\nkept\n"
+        "<!-- figures: y -->\nold\nlines\n<!-- /figures -->\nend\n"
+    )
+    filled = replace_block(doc, "x", "new")
+    assert filled == doc.replace("<!-- figures: x -->\n", "<!-- figures: x -->\nnew\n")
+    assert replace_block(filled, "x", "newer") == filled.replace("\nnew\n", "\nnewer\n")
+    assert replace_block(doc, "y", "one") == doc.replace("old\nlines\n", "one\n")
 
 
 def test_knockouts_in_one_batch_are_each_earlier_head_switched_off_in_turn():
