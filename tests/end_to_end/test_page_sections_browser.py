@@ -101,7 +101,7 @@ def test_attribution_follows_a_typed_prompt_and_heads_switched_off(odd_checkpoin
 
 def test_the_neurons_section_lists_pythons_costliest_neurons(odd_checkpoint, page_file, open_page):
     page = open_page(page_file)
-    found = tinygpt.load(odd_checkpoint).neurons().found  # from the cache the page was written from
+    found = tinygpt.load(odd_checkpoint).neurons().found  # what the page measured: the same windows
     for layer in (1, 0):
         page.click(f'#neurons button.layer-pick[data-layer="{layer}"]')
         expected = measuring.by_cost(found, layer)[:NEURONS]

@@ -121,6 +121,23 @@ def test_one_pass_over_every_head_and_position_steps_each_as_if_alone():
     assert any(not torch.equal(s.before, s.after) for s in steps)
 
 
+def test_the_heads_of_a_layer_stepped_in_one_batch_are_each_stepped_alone():
+    """Three heads a layer, some asked, out of order: each as one_step_by_hand steps it on its own."""
+    torch.manual_seed(1)
+    m = GPT(GPTConfig(vocab_size=9, block_size=12, n_layer=2, n_head=3, n_embd=24)).eval()
+    ids = torch.randint(9, (10,), generator=torch.Generator().manual_seed(4)).tolist()
+    heads = [(1, 2), (0, 0), (1, 0), (0, 2)]
+    steps = list(step_effects(m, ids, 0.5, [8, 2], heads))
+    assert [(s.i, s.layer, s.head) for s in steps] == [(i, *lh) for i in (8, 2) for lh in heads]
+    for s in steps:
+        before, after, loss, loss_after = one_step_by_hand(m, ids, s.layer, s.head, s.i, 0.5)
+        assert torch.allclose(s.before, before, atol=1e-12, rtol=0)
+        assert torch.allclose(s.after, after, atol=1e-12, rtol=0), (s.i, s.layer, s.head)
+        assert s.loss == pytest.approx(loss, abs=1e-12)
+        assert s.loss_after == pytest.approx(loss_after, abs=1e-12)
+    assert len({s.loss_after for s in steps if s.i == 8}) == len(heads)  # each copy its own head's step
+
+
 def test_the_step_moves_the_bias_rows_too():
     m = model()
     assert m.config.bias

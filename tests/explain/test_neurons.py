@@ -154,6 +154,34 @@ def test_the_cache_is_used_when_it_matches_and_rebuilt_when_anything_differs(
     assert len(calls) == 4 and kept.stat().st_size > 1000
 
 
+def test_the_page_describes_only_the_costliest_and_never_keeps_them_as_whole_layers(
+    tmp_path, checkpoint, found, monkeypatch
+):
+    """With `listed`, a layer's listed costliest are the whole layer's records, kept under their own name;
+    a whole layer's file, once `inspect --neurons` writes it, is what the page reads."""
+    path = tmp_path / "best.pt"
+    shutil.copy(checkpoint, path)
+    calls = compute_calls(monkeypatch)
+    lm = tinygpt.load(path)
+    val = validation_split_of(lm.checkpoint, lm.model.config.block_size, path)
+
+    def page() -> measuring.Neurons:
+        return measuring.every_neuron(lm.model, lm.checkpoint.chars, val, path, [0, 1], listed=5)
+
+    partial = page()
+    for layer in (0, 1):
+        assert measuring.by_cost(partial, layer) == measuring.by_cost(found, layer)[:5]
+    assert (partial.positions, partial.loss) == (found.positions, found.loss)
+    partial_files = set((tmp_path / "cache").glob("neurons.best.*.layer*.pt"))
+    assert len(partial_files) == 2
+    assert page().neurons == partial.neurons and calls == [[0, 1]]  # read back, not measured again
+    whole = tinygpt.load(path).neurons().found
+    assert calls == [[0, 1], [0, 1]] and whole.neurons == found.neurons  # the partial files not read
+    whole_files = set((tmp_path / "cache").glob("neurons.best.*.layer*.pt"))
+    assert len(whole_files) == 2 and not whole_files & partial_files  # the whole layers replaced them
+    assert page().neurons == found.neurons and len(calls) == 2  # the whole layers, read
+
+
 def test_a_run_directory_that_cannot_be_written_still_gets_its_neurons(tmp_path, checkpoint, monkeypatch):
     path = tmp_path / "best.pt"
     shutil.copy(checkpoint, path)

@@ -170,41 +170,62 @@ def step_effects(
     """Step 7 for each position i in `positions` and each (layer, head) in `heads`, in that order.
 
     One float64 copy of the model serves every case. The loss at i and its gradient do not depend on
-    which head then steps, so per position one forward and backward pass gives every head's gradient;
-    per head its rows step, the model runs again from that layer on (the layers before it are
-    unchanged: their output is kept from the first pass), and the rows are put back as they were.
+    which head then steps, so per position one forward and backward pass gives every head's gradient.
+    Then per layer every asked head's rows step at once (a head's q, k, v rows make only that head's
+    pattern and output), and one batch runs from that layer on (the layers before it are unchanged:
+    their output is kept from the first pass), copy b with only head b's output stepped, every other
+    head's as before; the rows are then put back as they were.
     """
     exact = copy.deepcopy(model).double().eval()
     device = exact.wte.weight.device
     attns = {layer: exact.h[layer].attn.c_attn for layer, _ in heads}
     params = [p for c_attn in attns.values() for p in c_attn.parameters()]  # weight (3C, C), bias (3C,)
+    names = ["blocks.*.attn.pattern", "blocks.*.attn.z", "blocks.*.resid_pre"]
     for i in positions:
         idx = torch.tensor([ids[: i + 1]], device=device)  # later characters do not matter
         target = torch.tensor(ids[i + 1], device=device)
-        logits, found = exact.run_with_cache(idx, names=["blocks.*.attn.pattern", "blocks.*.resid_pre"])
+        logits, found = exact.run_with_cache(idx, names=names)
         loss = F.cross_entropy(logits[0, i], target)
         grads = dict(zip(params, torch.autograd.grad(loss, params), strict=True))
-        for layer, head in heads:
-            rows = head_rows(exact, head)
-            kept = [(p, p[rows].clone()) for p in attns[layer].parameters()]
+        after = {}
+        for layer in dict.fromkeys(layer for layer, _ in heads):
+            mine = [head for at, head in heads if at == layer]
             with torch.no_grad():
-                for p, _ in kept:
-                    p[rows] -= lr * grads[p][rows]
-                pattern, stepped = f"blocks.{layer}.attn.pattern", {}
-                with exact.hooks({pattern: caught(stepped)}):
-                    entering = found[f"blocks.{layer}.resid_pre"].detach()
-                    logits_after = logits_from(exact, entering, layer)
-                for p, rows_before in kept:
-                    p[rows] = rows_before
-            yield StepEffect(
-                layer,
-                head,
-                i,
-                found[pattern][0, head, i].detach().cpu(),
-                stepped[pattern][0, head, i].cpu(),
-                loss.item(),
-                F.cross_entropy(logits_after[0, i], target).item(),
-            )
+                weights, losses = layer_stepped(exact, found, grads, layer, mine, lr, target)
+            after |= {(layer, head): (weights[b, head, i], losses[b]) for b, head in enumerate(mine)}
+        for layer, head in heads:
+            weights, loss_after = after[layer, head]
+            before = found[f"blocks.{layer}.attn.pattern"][0, head, i].detach().cpu()
+            yield StepEffect(layer, head, i, before, weights.cpu(), loss.item(), loss_after.item())
+
+
+def layer_stepped(
+    model: GPT, found: dict, grads: dict, layer: int, heads: list[int], lr: float, target: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The heads of one layer each stepped alone, as one batch of len(heads) = k copies of the position
+    (n = i + 1 characters) from the first pass `found`: every copy's pattern (k, nh, n, n) with the
+    heads' rows stepped, and copy b's loss at the last position with head b's output alone stepped (k,)."""
+    c_attn = model.h[layer].attn.c_attn
+    rows = torch.cat([head_rows(model, head) for head in heads])
+    kept = [(p, p[rows].clone()) for p in c_attn.parameters()]
+    for p, _ in kept:
+        p[rows] -= lr * grads[p][rows]
+    z_name, pattern, stepped = f"blocks.{layer}.attn.z", f"blocks.{layer}.attn.pattern", {}
+    unchanged = found[z_name].detach()  # (1, nh, n, hs): every head's output before the step
+    copies, chosen = torch.arange(len(heads)), torch.tensor(heads)
+
+    def one_head_stepped(z: torch.Tensor, name: str) -> torch.Tensor:
+        mixed = unchanged.expand_as(z).clone()  # (k, nh, n, hs)
+        mixed[copies, chosen] = z[copies, chosen]
+        return mixed
+
+    entering = found[f"blocks.{layer}.resid_pre"].detach()  # (1, n, C)
+    with model.hooks({pattern: caught(stepped), z_name: one_head_stepped}):
+        logits = logits_from(model, entering.expand(len(heads), -1, -1), layer)  # (k, n, vocab)
+    for p, rows_before in kept:
+        p[rows] = rows_before
+    losses = F.cross_entropy(logits[:, -1], target.expand(len(heads)), reduction="none")  # (k,)
+    return stepped[pattern], losses
 
 
 def logits_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:

@@ -1,8 +1,11 @@
 """Every MLP neuron described: how often it fires, where, what it writes, and what losing it costs.
 
 A neuron is one of the 4·C values after the GELU, the hook point `blocks.L.mlp.post` (B, T, 4C).
-Each is measured on WINDOWS evenly spaced validation windows of block_size characters (the split the
-checkpoint was trained beside, tinygpt.explain.validation; 8,192 positions at block_size 64):
+Each is measured on POSITIONS (8,192) validation positions: evenly spaced windows of block_size
+characters (the split the checkpoint was trained beside, tinygpt.explain.validation), WINDOWS of 64
+at configs/cpu.yaml's block, fewer and longer at a larger block (32 of 256 at shakespeare_char's).
+Positions, not windows, are what the numbers' precision needs (the standard errors below), and the
+forward and backward pass costs in proportion to them:
 
     fires      where its activation is above FIRING (a quarter) of its largest on those positions.
                Not "above 0": GELU is positive wherever its input is, so a neuron is "on" at about
@@ -30,11 +33,20 @@ The whole result is kept beside the checkpoint, one file per layer in the run's 
 (beside the head scores), written atomically and keyed by a digest of the weights, the vocabulary,
 the windows and these settings: a file whose key differs, or that cannot be read, is computed
 again, never trusted.
+
+The page lists only each layer's `listed` costliest neurons. It reads a layer's whole file when
+`inspect --neurons` made one; else every neuron's cost is measured (that takes the pass over the
+positions anyway) but only the listed ones are described (words and contexts: most of the cost at
+10M parameters, BENCHMARKS.md's issue 38). Such a partial layer is kept too, so that the page made
+again finds it, under a key whose settings hold `listed`: it is never read as a whole layer. Like any
+other file of the same checkpoint and layer it replaces a whole layer's file whose key no longer
+matches, and a whole layer's file, written later, replaces it (the page then reads the whole layer).
 """
 
 import dataclasses
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +64,8 @@ from tinygpt.files.atomic import write_atomic
 from tinygpt.files.integrity import digest
 from tinygpt.model import GPT
 
-WINDOWS = 128  # validation windows, block_size characters each
+POSITIONS = 8192  # validation positions scored: WINDOWS windows of 64, or fewer longer ones
+WINDOWS = 128  # validation windows at most, block_size characters each
 FIRING = 0.25  # a neuron fires above this share of its largest activation
 CONTEXTS = 8  # strongest activations kept per neuron
 WORDS = 3  # descriptions kept per neuron
@@ -61,7 +74,8 @@ BEFORE, AFTER = 30, 10  # characters shown before a firing character (the model 
 BATCH = 16  # windows per forward and backward pass
 LN_EPS = 1e-5  # model.LayerNorm's epsilon
 CACHE_VERSION = 1  # bumped when what a cache file holds, or how it is computed, changes
-SETTINGS = {"windows": WINDOWS, "firing": FIRING, "contexts": CONTEXTS, "words": WORDS, "after": AFTER}
+SETTINGS = {"positions": POSITIONS, "windows": WINDOWS, "firing": FIRING, "contexts": CONTEXTS}
+SETTINGS |= {"words": WORDS, "after": AFTER}
 
 
 @dataclass
@@ -109,7 +123,7 @@ class Neuron:
 class Neurons:
     """Every neuron of the chosen layers, and what they were measured on."""
 
-    neurons: list[Neuron]  # layer by layer, each layer's by neuron index
+    neurons: list[Neuron]  # layer by layer, each layer's by neuron index (its listed ones, when partial)
     effects: dict[int, torch.Tensor]  # layer -> (4C, vocab): each neuron's direct effect on the logits
     positions: int  # validation positions measured
     loss: float  # the validation loss on them, with every neuron on
@@ -128,8 +142,9 @@ class Pass:
 
 
 def scoring_windows(val: torch.Tensor, block_size: int) -> torch.Tensor:
-    """The validation windows neurons are measured on: (N, T + 1), WINDOWS of them (or all there are)."""
-    return validation_windows(val, block_size, WINDOWS)
+    """The validation windows neurons are measured on: (N, T + 1), POSITIONS positions' worth, at most
+    WINDOWS of them (or all there are)."""
+    return validation_windows(val, block_size, min(WINDOWS, math.ceil(POSITIONS / block_size)))
 
 
 def forward_backward(model: GPT, windows: torch.Tensor, layers: list[int], progress: bool) -> Pass:
@@ -169,26 +184,30 @@ def direct_effects(model: GPT, layer: int, inv_sigma: float) -> torch.Tensor:
 
 
 def layer_neurons(
-    model: GPT, chars: list[str], windows: torch.Tensor, found: Pass, layer: int
+    model: GPT, chars: list[str], windows: torch.Tensor, found: Pass, layer: int, listed: int | None = None
 ) -> list[Neuron]:
-    """Every neuron of one layer, from a pass over the windows (N, T + 1)."""
+    """Every neuron of one layer, from a pass over the windows (N, T + 1); with `listed`, only its
+    `listed` costliest (by_cost's order), each described as in the whole layer."""
     acts = found.acts[layer]  # (N, 4C)
     largest, mean = acts.max(dim=0).values, acts.mean(dim=0)  # (4C,)
     thresholds = torch.where(largest > 0, FIRING * largest, torch.full_like(largest, float("inf")))
     density = (acts > thresholds).double().mean(dim=0)  # (4C,)
     cost = (mean.double() * found.grad_sum[layer] - found.grad_dot[layer]).float()  # (4C,): Σ (μ − a)·g
-    effect = direct_effects(model, layer, found.inv_sigma)  # (4C, vocab)
+    costs = cost.tolist()
+    chosen = sorted(range(len(costs)), key=lambda n: -costs[n])[:listed]  # the costliest first
+    chosen = sorted(chosen)  # (U,): by neuron index, every neuron when listed is None
+    effect = direct_effects(model, layer, found.inv_sigma)[chosen]  # (U, vocab)
     inputs = windows[:, :-1]
     text = "".join(chars[i] for i in inputs.flatten().tolist())
-    words = explain_many(text, acts.T, thresholds, WORDS)
+    words = explain_many(text, acts[:, chosen].T, thresholds[chosen], WORDS)
     promotes, suppresses = extremes(effect, chars, 1), extremes(effect, chars, -1)
     neurons = []
-    for n in range(acts.size(1)):
+    for u, n in enumerate(chosen):
         neurons.append(
             Neuron(
                 layer, n, float(density[n]), float(largest[n]), float(mean[n]), float(cost[n]),
-                promotes[n], suppresses[n],
-                [{"words": e.words, "precision": e.precision, "recall": e.recall} for e in words[n]],
+                promotes[u], suppresses[u],
+                [{"words": e.words, "precision": e.precision, "recall": e.recall} for e in words[u]],
                 contexts_of(text, acts[:, n], windows, chars),
             )
         )  # fmt: skip
@@ -224,10 +243,15 @@ def cache_file(checkpoint: Path, key: str, layer: int) -> Path:
     return checkpoint.parent / "cache" / f"neurons.{checkpoint.stem}.{key[:16]}.layer{layer}.pt"
 
 
-def cache_key(model: GPT, chars: list[str], windows: torch.Tensor, layer: int) -> str:
-    """A digest of everything a layer's neurons depend on: weights, vocabulary, windows and settings."""
+def cache_key(
+    model: GPT, chars: list[str], windows: torch.Tensor, layer: int, listed: int | None = None
+) -> str:
+    """A digest of everything a layer's neurons depend on: weights, vocabulary, windows and settings (and
+    `listed`, for a layer described only in its listed costliest)."""
     weights = {name: t.detach() for name, t in model.state_dict().items()}
     settings = {**SETTINGS, "version": CACHE_VERSION, "layer": layer}
+    if listed is not None:
+        settings["listed"] = listed
     return digest({"weights": weights, "chars": chars, "windows": windows, "settings": settings})
 
 
@@ -272,19 +296,21 @@ def every_neuron(
     checkpoint: Path,
     layers: list[int],
     progress: bool = False,
+    listed: int | None = None,
 ) -> Neurons:
-    """The neurons of `layers`, from their cache files where those match, else measured (and kept)."""
+    """The neurons of `layers`, from their cache files where those match, else measured (and kept). With
+    `listed` (the page), a layer without a whole file is described only in its `listed` costliest."""
     windows = scoring_windows(val, model.config.block_size)
-    keys = {layer: cache_key(model, chars, windows, layer) for layer in layers}
-    kept = {layer: read_cache(cache_file(checkpoint, keys[layer], layer), keys[layer]) for layer in layers}
+    kept = {layer: cached(model, chars, windows, checkpoint, layer, listed) for layer in layers}
     missing = [layer for layer in layers if kept[layer] is None]
     if missing:
         found = forward_backward(model, windows, missing, progress)
         totals = {"positions": windows[:, 1:].numel(), "loss": found.loss, "inv_sigma": found.inv_sigma}
         for layer in tqdm(missing, desc="neurons: in words", disable=not progress):
-            neurons = layer_neurons(model, chars, windows, found, layer)
+            neurons = layer_neurons(model, chars, windows, found, layer, listed)
             effect = direct_effects(model, layer, found.inv_sigma)
-            write_cache(cache_file(checkpoint, keys[layer], layer), keys[layer], neurons, effect, totals)
+            key = cache_key(model, chars, windows, layer, listed)
+            write_cache(cache_file(checkpoint, key, layer), key, neurons, effect, totals)
             kept[layer] = (neurons, effect, totals)
     totals = kept[layers[0]][2]
     return Neurons(
@@ -294,6 +320,18 @@ def every_neuron(
         totals["loss"],
         totals["inv_sigma"],
     )
+
+
+def cached(
+    model: GPT, chars: list[str], windows: torch.Tensor, checkpoint: Path, layer: int, listed: int | None
+) -> tuple[list[Neuron], torch.Tensor, dict] | None:
+    """A layer's kept neurons: its whole file, else (with `listed`) its file of the listed costliest."""
+    for kind in dict.fromkeys([None, listed]):
+        key = cache_key(model, chars, windows, layer, kind)
+        kept = read_cache(cache_file(checkpoint, key, layer), key)
+        if kept is not None:
+            return kept
+    return None
 
 
 def measured_cost(model: GPT, val: torch.Tensor, neuron: Neuron) -> float:

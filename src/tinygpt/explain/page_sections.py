@@ -57,7 +57,7 @@ def neurons_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[dict | None
         return None, f"no neurons: {e}"
     layers = list(range(model.config.n_layer))
     with torch.enable_grad():  # the costs take a backward pass
-        found = measuring.every_neuron(model, saved.chars, val, path, layers)
+        found = measuring.every_neuron(model, saved.chars, val, path, layers, listed=NEURONS)
     listed = [[neuron_row(n) for n in measuring.by_cost(found, layer)[:NEURONS]] for layer in layers]
     return {
         "positions": found.positions,
