@@ -200,6 +200,17 @@ EMPTY = dict.fromkeys(
 )
 
 
+def running_data(model: GPT, ids: list[int], live: bool, packed: bool) -> dict[str, Any]:
+    """How the page runs the model: its weights (float16 when packed, for the Web Worker) up to LIVE_LIMIT,
+    above it the prompt's trace alone."""
+    return {
+        "worker": packed,
+        "precision": precision_data(model, ids, packed),
+        "weights": model_weights(model, torch.float16 if packed else torch.float32) if live else None,
+        "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
+    }
+
+
 def page_data(
     checkpoint: str | Path,
     prompt: str,
@@ -244,16 +255,13 @@ def page_data(
             "params": model.num_params(),
             "live_limit": live_limit,
             "pack_limit": pack_limit,
-            "worker": packed,
-            "precision": precision_data(model, ids, packed),
             "config": {**vars(cfg), "head_size": cfg.head_size},
             "record": {k: v for k, v in saved.record.items() if isinstance(v, (int, float, str))},
             "vocab": tokenizer.chars,
             "prompt": tokenizer.decode(ids),
             "selection": {"layer": layer, "head": head, "token": token},
             **heads_off(off),
-            "weights": model_weights(model, torch.float16 if packed else torch.float32) if live else None,
-            "trace": None if live else trace_data(trace_prompt(model, ids), logit_lens(model, ids)),
+            **running_data(model, ids, live, packed),
             "role_words": WORDS,  # what each label means, said when a head's label is hovered over
             "pca": pca_data(model),
             **curves_data(path),
