@@ -21,7 +21,8 @@ QUALITY_ROWS = (  # (key, label, format)
 HISTOGRAM = "▁▂▃▄▅▆▇█"
 
 
-def _number(value: object, form: str) -> str:
+def quantity(value: object, form: str) -> str:
+    """A measured number in `form`, or a dash where the record has none (absent, or not a number)."""
     if not isinstance(value, (int, float)) or (isinstance(value, float) and math.isnan(value)):
         return "—"
     return form.format(value)
@@ -43,12 +44,12 @@ def quality_table(features: FeatureFile) -> str:
     label = max(len(row[1]) for row in QUALITY_ROWS)
     lines = [
         f"on {trained.get('positions', 0):,} validation positions (the model's loss "
-        f"{_number(trained.get('loss'), '{:.4f}')} nats/char; at step 0 "
-        f"{_number(control.get('loss'), '{:.4f}')})",
+        f"{quantity(trained.get('loss'), '{:.4f}')} nats/char; at step 0 "
+        f"{quantity(control.get('loss'), '{:.4f}')})",
         f"  {'':<{label}}  {'this model':>12}  {'control: step-0 weights':>24}",
     ]
     for key, words, form in QUALITY_ROWS:
-        ours, theirs = _number(trained.get(key), form), _number(control.get(key), form)
+        ours, theirs = quantity(trained.get(key), form), quantity(control.get(key), form)
         lines.append(f"  {words:<{label}}  {ours:>12}  {theirs:>24}")
     return "\n".join(lines)
 

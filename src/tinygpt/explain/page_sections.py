@@ -24,7 +24,7 @@ from tinygpt.explain import neurons as measuring
 from tinygpt.explain.explanations import top_contexts
 from tinygpt.explain.feature_notes import CONTEXTS, DESCRIBED, columns, ranked
 from tinygpt.explain.feature_quality import activations_at, evaluation_windows
-from tinygpt.explain.feature_text import QUALITY_ROWS, _number, headline, summary
+from tinygpt.explain.feature_text import QUALITY_ROWS, headline, quantity, summary
 from tinygpt.explain.features import dictionary_of
 from tinygpt.explain.validation import corpus_of
 from tinygpt.files.checkpoint import Checkpoint
@@ -107,7 +107,7 @@ def feature_file_data(saved: Checkpoint, model: GPT, path: Path, features: Featu
     """One feature file: its headline, its quality table, its FEATURES best-described features."""
     trained = features.record.get("quality", {})
     control = features.record.get("control", {}).get("quality", {})
-    quality = [[words, _number(trained.get(key), form), _number(control.get(key), form)]
+    quality = [[words, quantity(trained.get(key), form), quantity(control.get(key), form)]
                for key, words, form in QUALITY_ROWS]  # fmt: skip
     listed = ranked(features.features)[:FEATURES]
     shading = context_shading(saved, model, path, features, [note["feature"] for note in listed])
