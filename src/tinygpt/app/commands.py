@@ -372,7 +372,7 @@ def read_prompt_file(path: str) -> str:
 def export_command(args: argparse.Namespace) -> None:
     from tinygpt.app.export import export
 
-    print(shown(export(args.checkpoint, args.out_dir, args.format)))
+    print(shown(export(args.checkpoint, args.out_dir, args.format, args.layer, args.site)))
 
 
 def evaluate_command(args: argparse.Namespace) -> None:
