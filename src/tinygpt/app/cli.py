@@ -164,7 +164,10 @@ def _add_inspect(subparsers) -> None:
         action="store_true",
         help="with --heads, --attribution, --patch, --neurons or --features: as JSON",
     )
-    features_help = "the dictionary `tinygpt features` made: its quality, its features best-described first"
+    features_help = (
+        "the dictionary `tinygpt features` made: its quality, its features best-described first; with "
+        "--attribution: each MLP's part split into its features"
+    )
     p.add_argument("--features", action="store_true", help=features_help)
     p.add_argument("--feature", type=int, metavar="F", help="with --features: this feature in detail")
     p.add_argument("--site", choices=["mlp_out", "resid_post"], help="with --features: the hook point's site")
