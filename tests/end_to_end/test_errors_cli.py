@@ -407,7 +407,7 @@ CASES = [
     Case(
         "option-not-a-choice",
         lambda g: ["export.py", str(g.run / "best.pt"), "out", "--format", "onnx"],
-        "--format takes no 'onnx': choose one of hf, safetensors, transformer-lens",
+        "--format takes no 'onnx': choose one of hf, safetensors, transformer-lens, sae-lens",
     ),
     Case(
         "negative-value-read-as-an-option",

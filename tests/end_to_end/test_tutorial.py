@@ -51,6 +51,12 @@ def test_the_tutorial_runs_top_to_bottom_in_a_fresh_kernel(corpus_file, tmp_path
     assert sum("<iframe" in h for h in html) == 4  # the walkthrough, the heatmaps, the lens, the timeline
     assert sum('class="tinygpt-heads"' in h for h in html) == 1
     assert sum('class="tinygpt-neuron"' in h for h in html) == 1  # one neuron, its contexts marked
+    assert sum('class="tinygpt-attribution"' in h for h in html) == 1  # the parts as bars
+    patched = [h for h in html if 'class="tinygpt-patching"' in h]
+    assert len(patched) == 1 and 'class="heads"' in patched[0] and 'class="streams"' in patched[0]
+    assert sum('class="tinygpt-features"' in h for h in html) == 1  # the dictionary's features listed
+    assert sum("of blocks.1.mlp_out: fires on" in h for h in html) == 1  # and its best one in detail
+    assert (tmp_path / "run" / "features" / "mlp_out.1.pt").is_file()
     assert (tmp_path / "run" / "best.pt").is_file() and (tmp_path / "run" / "timeline.jsonl").is_file()
     printed = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
     assert "validation loss" in printed and PROMPT in printed

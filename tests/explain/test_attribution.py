@@ -3,6 +3,8 @@ part is what the trace gives by hand, and `inspect --attribution` prints bars, J
 
 import json
 import random
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ import tinygpt
 from tinygpt.app.cli import main
 from tinygpt.data.corpus import validation_windows
 from tinygpt.explain.attribution import LN_EPS, logit_parts, stream_parts
+from tinygpt.explain.features import dictionary_of
 from tinygpt.explain.trace import trace_prompt
 from tinygpt.explain.validation import validation_split_of
 from tinygpt.model import GPT, GPTConfig
@@ -174,3 +177,70 @@ def test_bad_attribution_input_is_one_line(odd_checkpoint, capsys, case):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and not captured.out, captured.err
     assert expected in lines[0]
+
+
+# ---------------------------------------------------------------- an MLP split into its features
+
+
+@pytest.fixture(scope="module")
+def featured(tiny_run, tmp_path_factory):
+    """A copy of the tiny run with a small dictionary of layer 1's mlp_out (none of layer 0's), loaded."""
+    copy = Path(shutil.copytree(tiny_run, tmp_path_factory.mktemp("featured") / "run"))
+    shutil.rmtree(copy / "features", ignore_errors=True)
+    made = ["--layer", "1", "--positions", "2000", "--size", "64", "--k", "4", "--quiet"]
+    assert main(["features", str(copy), *made]) == 0
+    return tinygpt.load(copy)
+
+
+def test_features_split_the_mlp_into_what_fired_its_bias_and_its_error_still_adding_up(featured):
+    dictionary = dictionary_of(featured.feature_file(1, "mlp_out"))
+    for ids, position in validation_cases(featured, 20):
+        plain = logit_parts(featured.model, featured.tokenizer, ids, position, None, None)
+        split = featured.attribution("".join(plain.tokens), position, features=True).found
+        assert split.logit == plain.logit and abs(split.total - split.logit) < 1e-4
+        mlp = {name: v for name, v in split.parts.items() if name.startswith("mlp 1 ")}
+        assert {name: v for name, v in split.parts.items() if name not in mlp} == pytest.approx(
+            {name: v for name, v in plain.parts.items() if name != "mlp 1"}, abs=1e-9
+        )  # every other part as it was, mlp 0 (no dictionary) whole
+        assert sum(mlp.values()) == pytest.approx(plain.parts["mlp 1"], abs=1e-5)
+        _, cache = featured.model.run_with_cache(torch.tensor([ids]), ["blocks.1.mlp_out"])
+        with torch.no_grad():
+            z = dictionary.encode(cache["blocks.1.mlp_out"][0, position][None])[0]  # (n,)
+        fired = [f"mlp 1 feature {f}" for f in z.nonzero().flatten().tolist()]
+        assert list(mlp) == [*fired, "mlp 1 dictionary bias", "mlp 1 error"] and len(fired) <= 4
+
+
+def test_a_features_part_is_its_latent_times_its_decoder_row_through_ln_f_by_hand(featured):
+    ids = featured.to_tokens("KING:\nThe fool")
+    found = featured.attribution("KING:\nThe fool", features=True).found
+    model, t = featured.model, featured.tokenizer.ids[found.target]
+    file = featured.feature_file(1, "mlp_out")
+    _, cache = model.run_with_cache(torch.tensor([ids]), ["blocks.1.mlp_out", "blocks.1.resid_post"])
+    with torch.no_grad():
+        z = dictionary_of(file).encode(cache["blocks.1.mlp_out"][0, -1][None])[0]
+        stream = cache["blocks.1.resid_post"][0, -1].double()  # the final stream (2 layers)
+        sigma = torch.sqrt(stream.var(unbiased=False) + LN_EPS)
+        read = model.ln_f.weight.double() * model.lm_head.weight[t].double()
+        for f in z.nonzero().flatten().tolist():
+            write = z[f].double() * file.W_dec[f].double() / file.input_scale
+            by_hand = float((write - write.mean()) @ read / sigma)
+            assert found.parts[f"mlp 1 feature {f}"] == pytest.approx(by_hand, abs=1e-5)
+
+
+def test_inspect_attribution_features_prints_the_split_and_refuses_the_rest(featured, odd_checkpoint, capsys):
+    checkpoint = str(featured.path)
+    prompt = ["--attribution", "--prompt", "KING:\nThe fool", "--features", "--json"]
+    assert main(["inspect", checkpoint, *prompt]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "mlp 1" not in data["parts"] and "mlp 1 error" in data["parts"] and "mlp 0" in data["parts"]
+    assert any(name.startswith("mlp 1 feature ") for name in data["parts"])
+    assert data["sum"] == pytest.approx(data["logit"], abs=1e-4)
+    refused = {
+        (str(odd_checkpoint), *prompt): "holds none; make one with tinygpt features",
+        (checkpoint, *prompt, "--site", "mlp_out"): "--features goes with --attribution",
+        (checkpoint, "--patch", "--clean", "KING:", "--corrupted", "FOOL:", "--features"): "--features goes",
+    }
+    for args, said in refused.items():
+        assert main(["inspect", *args]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], lines

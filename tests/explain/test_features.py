@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinygpt.app.api import load
+from tinygpt.app.api import features, load
 from tinygpt.app.cli import main
 from tinygpt.errors import UserError
 from tinygpt.explain.dictionary import TopKDictionary
@@ -304,7 +304,27 @@ def test_bad_input_is_one_line_and_exit_2(run, tmp_path, capsys, case):
     assert not (tmp_path / "empty" / "features").exists()
 
 
+def test_the_api_makes_the_file_the_command_makes(run, tmp_path):
+    copy = Path(shutil.copytree(run, tmp_path / "copy"))
+    shutil.rmtree(copy / "features")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the fixture made the command's: the same reduction order
+    try:
+        view = features(copy, layer=1, size=SIZE, k=K, positions=20000, device="cpu", progress=False)
+    finally:
+        torch.set_num_threads(before)
+    command = torch.load(feature_file(run), weights_only=True)
+    for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
+        assert torch.equal(getattr(view.file, name), command[name]), name
+    assert view.file.features == command["features"]
+    assert repr(view).startswith(repr(load(copy).features(layer=1)).splitlines()[0])
+
+
 def test_the_api_says_a_wrong_argument_in_one_user_error(run):
+    with pytest.raises(UserError, match=r"--positions 'many' \(a str\) is not a whole number"):
+        features(run, positions="many")
+    with pytest.raises(UserError, match="run 3 .* is not a path"):
+        features(3)
     lm = load(run)
     with pytest.raises(UserError, match="--layer '1'"):
         lm.features(layer="1")

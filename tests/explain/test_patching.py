@@ -2,6 +2,8 @@
 runs agree with patching one at a time, and `inspect --patch` prints grids, JSON and one-line errors."""
 
 import json
+import re
+from html.parser import HTMLParser
 
 import pytest
 import torch
@@ -100,12 +102,42 @@ def test_inspect_patch_prints_both_grids_and_json(odd_checkpoint, capsys):
     assert found["streams"]["final"][-1] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_the_notebook_view_has_both_heatmaps(lm):
+class Grids(HTMLParser):
+    """Each table's rows of cell scores (their titles) and cell colours, by the table's class."""
+
+    def __init__(self):
+        super().__init__()
+        self.scores: dict[str, list[list[float]]] = {}
+        self.colours: dict[str, list[str]] = {}
+        self.table = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.table = attrs["class"]
+            self.scores[self.table], self.colours[self.table] = [], []
+        elif tag == "tr" and self.table:
+            self.scores[self.table].append([])
+        elif tag == "td" and self.table:
+            self.scores[self.table][-1].append(float(attrs["title"]))
+            self.colours[self.table].append(re.search(r"background:(#\w+)", attrs["style"])[1])
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.table = None
+
+
+def test_the_notebook_view_has_both_heatmaps_with_every_score(lm):
     view = lm.patch(CLEAN, CORRUPTED, "a", "e")
     assert view.heads.shape == (2, 2) and view.streams.shape == (3, len(CLEAN))
-    page = view._repr_html_()
-    assert page.count('class="heads"') == 1 and page.count('class="streams"') == 1
-    assert page.count("<td title=") == 4 + 3 * len(CLEAN)  # a coloured cell per score
+    grids = Grids()
+    grids.feed(view._repr_html_())
+    assert sorted(grids.scores) == ["heads", "streams"]
+    for name, expected in (("heads", view.heads), ("streams", view.streams)):
+        rows = [row for row in grids.scores[name] if row]  # the header row has no scores
+        torch.testing.assert_close(torch.tensor(rows), expected, atol=5e-5, rtol=0)  # titles: 4 decimals
+    final = grids.colours["streams"][-1]  # the final stream at the last position restores all: full blue
+    assert final == "#1f5fbfff" and grids.colours["streams"][0].endswith("00")  # and the first nothing
 
 
 ERRORS = {

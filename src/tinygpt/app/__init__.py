@@ -11,7 +11,8 @@ sample.py       sampling's options checked, and continuations of a prompt, strea
 features.py     `tinygpt features`, a run's feature files, `inspect --features`, `--steer` read into steers
 evaluate.py     `tinygpt evaluate`: a checkpoint's loss on a whole split
 bench.py        `tinygpt bench`: training and generation speed, memory, MFU
-export.py       `tinygpt export`: a new directory for Hugging Face, TransformerLens, or bare safetensors
+export.py       `tinygpt export`: a new directory for Hugging Face, TransformerLens, SAELens (a run's
+                dictionary), or bare safetensors
 hf.py           the model as a transformers GPT-2: weights, config, tokenizer, model card
-lens_bridge.py  the model in TransformerLens (its TransformerBridge)
+lens_bridge.py  the model in TransformerLens (its TransformerBridge); a dictionary in SAELens's layout
 """

@@ -18,6 +18,7 @@ for a mistake (it names the command's option or the config key).
     with lm.hooks({"blocks.1.attn.z": fn}): ...  # read or replace one while anything runs
     lm.attribution("To be", position=-1)        # inspect --attribution: which part wrote the logit
     lm.patch("abcab", "abdab")                  # inspect --patch: activation patching
+    tinygpt.features("runs/quick", layer=1)     # tinygpt features: a dictionary of layer 1's mlp_out
     lm.features(layer=1)                        # inspect --features (after `tinygpt features RUN`)
     lm.sample("ROMEO:", steer={"1.37": 8})      # sample --steer 1.37=8; lm.steering(...): its effect
     lm.neurons(layer=1)                         # inspect --neurons: every MLP neuron described
@@ -32,19 +33,28 @@ from typing import Any, TextIO
 
 import torch
 
-from tinygpt.app.features import chosen_file, parse_steers, remake, steering_report
+from tinygpt.app.features import (
+    chosen_file,
+    feature_files,
+    made_features,
+    parse_steers,
+    remake,
+    steering_report,
+)
 from tinygpt.app.sample import Sampling, continuations
 from tinygpt.config.run_config import RunConfig, load_config
 from tinygpt.data.corpus import validation_windows
 from tinygpt.device import pick_device
-from tinygpt.errors import UserError, described
+from tinygpt.errors import UserError, described, shown
 from tinygpt.explain import heads as scoring
 from tinygpt.explain import neurons as measuring
 from tinygpt.explain.ablate import MODES, Head, ablated, parse_heads
 from tinygpt.explain.attribution import logit_parts, parts_text
 from tinygpt.explain.backward import STEP_LR
 from tinygpt.explain.circuits import circuits_table, composition, edges
+from tinygpt.explain.dictionary import TopKDictionary
 from tinygpt.explain.feature_text import feature_list
+from tinygpt.explain.features import POSITIONS, K, Options, dictionary_of
 from tinygpt.explain.heatmap import attention_view
 from tinygpt.explain.inline import CELL_LIVE_LIMIT
 from tinygpt.explain.inspected import Inspected
@@ -160,6 +170,29 @@ def attention_by_hand(q: list[float], keys: list[list[float]], values: list[list
     `tinygpt explain --q … --keys … --values …` prints it; `.row` holds each step's numbers."""
     text, row = walkthrough_of_vectors(q, keys, values)
     return ByHand(text, row)
+
+
+def features(
+    run: str | Path,
+    layer: int | None = None,
+    site: str = "mlp_out",
+    size: int | None = None,
+    k: int = K,
+    seed: int = 0,
+    positions: int = POSITIONS,
+    device: str = "auto",
+    progress: bool = True,
+) -> Features:
+    """A sparse dictionary of one hook point of a run's model, trained on its training text, scored beside a
+    control, every feature described, saved in RUN/features/SITE.LAYER.pt, as `tinygpt features` makes it;
+    `lm.features(layer)` reads it back. run: a run directory or a .pt file; layer: default 1 (or the last);
+    size: latents (default 8 × the width); positions: activation rows trained on; progress: bars on stderr."""
+    if not isinstance(run, str | os.PathLike):
+        raise UserError(f"run {described(run)} is not a path; pass a str or a pathlib.Path")
+    _whole(layer=layer, size=size, k=k, seed=seed, positions=positions)
+    options = Options(site=site, size=size, k=k, seed=seed, positions=positions)
+    ((made, _),) = made_features(run, layer, options, device, progress)
+    return Features(feature_list(made), made)
 
 
 class TinyGPT:
@@ -374,15 +407,37 @@ class TinyGPT:
         return Circuits(text, found, view="circuits", page=self._page("circuits", first))
 
     def attribution(
-        self, prompt: str, position: int = -1, target: str | None = None, versus: str | None = None
+        self,
+        prompt: str,
+        position: int = -1,
+        target: str | None = None,
+        versus: str | None = None,
+        features: bool = False,
     ) -> Attribution:
         """The logit of target (default: the character the model predicts) after `position` of prompt
         (from 0, or negative from the end), or target's minus versus's, split into what each part of the
-        residual stream wrote, through ln_f with its scale held (`inspect --attribution`)."""
+        residual stream wrote, through ln_f with its scale held (`inspect --attribution`); features: each
+        MLP whose mlp_out has a dictionary (`tinygpt features`) split into its features (`--features`)."""
         _text(prompt)
         _whole(position=position)
-        found = logit_parts(self.model, self.tokenizer, self.to_tokens(prompt), position, target, versus)
+        if not isinstance(features, bool):
+            raise UserError(f"features {described(features)} is not True or False")
+        dictionaries = self._mlp_dictionaries() if features else None
+        ids = self.to_tokens(prompt)
+        found = logit_parts(self.model, self.tokenizer, ids, position, target, versus, dictionaries)
         return Attribution(parts_text(found), found)
+
+    def _mlp_dictionaries(self) -> dict[int, TopKDictionary]:
+        """The dictionary of each layer's mlp_out that the run has, checked to be this model's; none is
+        refused."""
+        run = self.path.parent
+        layers = [i for i in range(self.model.config.n_layer) if feature_files(run, i, "mlp_out")]
+        if not layers:
+            raise UserError(
+                f"--features splits each MLP's part with the run's dictionary of its mlp_out, and "
+                f"{shown(run / 'features')} holds none; make one with tinygpt features {shown(run)}"
+            )
+        return {layer: dictionary_of(self.feature_file(layer, "mlp_out")) for layer in layers}
 
     def patch(
         self, clean: str, corrupted: str, answer: str | None = None, versus: str | None = None

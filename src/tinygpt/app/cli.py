@@ -164,7 +164,10 @@ def _add_inspect(subparsers) -> None:
         action="store_true",
         help="with --heads, --attribution, --patch, --neurons or --features: as JSON",
     )
-    features_help = "the dictionary `tinygpt features` made: its quality, its features best-described first"
+    features_help = (
+        "the dictionary `tinygpt features` made: its quality, its features best-described first; with "
+        "--attribution: each MLP's part split into its features"
+    )
     p.add_argument("--features", action="store_true", help=features_help)
     p.add_argument("--feature", type=int, metavar="F", help="with --features: this feature in detail")
     p.add_argument("--site", choices=["mlp_out", "resid_post"], help="with --features: the hook point's site")
@@ -285,7 +288,8 @@ def _add_export(subparsers) -> None:
         description="Write a checkpoint's model into a new directory: --format hf for "
         "transformers (GPT2LMHeadModel + a character tokenizer), --format transformer-lens for "
         "the same directory checked in TransformerLens (TransformerBridge.boot_transformers loads it), "
-        "--format safetensors for the bare weights with a JSON config. Needs the hf extra "
+        "--format safetensors for the bare weights with a JSON config, --format sae-lens for the run's "
+        "feature dictionary (tinygpt features) as a SAELens TopK SAE. Needs the hf extra "
         "(pip install 'tinygpt[hf]'), and the lens extra for transformer-lens.",
         epilog="example: tinygpt export checkpoints/cpu/best.pt --format hf exports/cpu",
     )
@@ -293,11 +297,13 @@ def _add_export(subparsers) -> None:
     p.add_argument("out_dir", help="the directory to write (must not exist, or be empty)")
     p.add_argument(
         "--format",
-        choices=["hf", "safetensors", "transformer-lens"],
+        choices=["hf", "safetensors", "transformer-lens", "sae-lens"],
         default="hf",
         help="hf: a transformers GPT-2 directory; transformer-lens: the same, checked in TransformerLens; "
-        "safetensors: bare weights + JSON (default hf)",
+        "safetensors: bare weights + JSON; sae-lens: the run's feature dictionary (default hf)",
     )
+    p.add_argument("--layer", type=int, help="with --format sae-lens: the dictionary's layer")
+    p.add_argument("--site", choices=["mlp_out", "resid_post"], help="with --format sae-lens: its site")
     p.set_defaults(func=commands.export_command)
 
 

@@ -228,6 +228,11 @@ def logit_view_options(args: argparse.Namespace) -> bool:
         raise UserError("--versus goes with --attribution or --patch; add one of them")
     if not (args.attribution or args.patch):
         return False
+    if args.feature is not None or args.site or (args.features and args.patch):
+        raise UserError(
+            "--features goes with --attribution (each MLP split by its mlp_out dictionary); drop --feature "
+            "and --site, and --features from --patch"
+        )
     others = [
         o
         for o in ("attribution", "patch", "heads", "circuits", "timeline", "lens", "neurons")
@@ -256,7 +261,7 @@ def logit_view(args: argparse.Namespace) -> str:
     with lm.ablate(args.ablate, mode) if args.ablate else nullcontext():
         if args.attribution:
             position = -1 if args.position is None else args.position
-            view = lm.attribution(args.prompt, position, args.target, args.versus)
+            view = lm.attribution(args.prompt, position, args.target, args.versus, args.features)
             text = parts_json(view.found) if args.json else repr(view)
         else:
             view = lm.patch(args.clean, args.corrupted, args.answer, args.versus)
@@ -372,7 +377,7 @@ def read_prompt_file(path: str) -> str:
 def export_command(args: argparse.Namespace) -> None:
     from tinygpt.app.export import export
 
-    print(shown(export(args.checkpoint, args.out_dir, args.format)))
+    print(shown(export(args.checkpoint, args.out_dir, args.format, args.layer, args.site)))
 
 
 def evaluate_command(args: argparse.Namespace) -> None:

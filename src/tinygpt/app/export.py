@@ -3,6 +3,9 @@
 `hf` writes a directory that transformers loads (its files, and the conversion: tinygpt.app.hf).
 `transformer-lens` writes the same directory, checked in TransformerLens (tinygpt.app.lens_bridge).
 
+`sae-lens` writes a run's feature dictionary (one hook point's, `tinygpt features`) as SAELens's TopK SAE:
+cfg.json and sae_weights.safetensors, which `sae_lens.SAE.load_from_disk` reads (tinygpt.app.lens_bridge).
+
 `safetensors` writes the bare weights under tinygpt's own names
 (model.safetensors, the tied lm_head stored once as wte) and config.json with
 the model config and the vocabulary; `load_safetensors` reads them back.
@@ -17,25 +20,41 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tinygpt.app.features import chosen_file, remake
 from tinygpt.app.hf import check_exportable, need, write_hf
-from tinygpt.app.lens_bridge import TRANSFORMER_LENS_CARD, check_directory, check_loadable
+from tinygpt.app.lens_bridge import TRANSFORMER_LENS_CARD, check_directory, check_loadable, sae_lens_files
 from tinygpt.errors import UserError
-from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
+from tinygpt.files.feature_file import FeatureFile, read_features
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import CharTokenizer
 
-FORMATS = ("hf", "safetensors", "transformer-lens")
+FORMATS = ("hf", "safetensors", "transformer-lens", "sae-lens")
 SAFETENSORS_FORMAT = "tinygpt-safetensors"
 
 
-def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
-    """Write the checkpoint's model to out_dir in format fmt (hf or safetensors); returns a summary line."""
+def export(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    fmt: str = "hf",
+    layer: int | None = None,
+    site: str | None = None,
+) -> str:
+    """Write the checkpoint's model to out_dir in format fmt (FORMATS), or with sae-lens the feature
+    dictionary of its run that layer and site choose (each optional, as for inspect --features); returns
+    a summary line."""
     if fmt not in FORMATS:
         raise UserError(f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt != "sae-lens" and (layer, site) != (None, None):
+        raise UserError(
+            f"--layer and --site choose the dictionary of --format sae-lens; --format {fmt} exports the "
+            "whole model: leave them out"
+        )
     saved = read_checkpoint(checkpoint)
     check_exportable(saved.model_config)
     if fmt == "transformer-lens":
         check_loadable(saved.model_config, saved.chars)
+    features = _dictionary(Path(checkpoint), saved, layer, site) if fmt == "sae-lens" else None
     model = saved.build_model(checkpoint).eval()
     chars = saved.chars
     if not str(out_dir):  # Path("") would be ".", the directory the command runs in
@@ -52,6 +71,9 @@ def export(checkpoint: str | Path, out_dir: str | Path, fmt: str = "hf") -> str:
             with open(partial / "README.md", "a", encoding="utf-8") as card:
                 card.write(TRANSFORMER_LENS_CARD)
             detail = f"TransformerLens's logits match tinygpt's within {difference:.1e}"
+        elif fmt == "sae-lens":
+            hook = _write_sae_lens(features, model.config.block_size, partial)
+            detail = f"load it with sae_lens.SAE.load_from_disk; it reads TransformerLens's {hook}"
         else:
             _write_safetensors(model, chars, partial)
             detail = "load it with tinygpt.app.export.load_safetensors"
@@ -100,6 +122,26 @@ def load_safetensors(directory: str | Path) -> tuple[GPT, CharTokenizer]:
     model = GPT(GPTConfig(**config["model_config"]))
     model.load_state_dict(tensors)
     return model.eval(), CharTokenizer(config["vocabulary"])
+
+
+# ---------------------------------------------------------------- SAELens
+
+
+def _dictionary(checkpoint: Path, saved: Checkpoint, layer: int | None, site: str | None) -> FeatureFile:
+    """The run's feature file that layer and site choose, checked to be this checkpoint's."""
+    path = chosen_file(checkpoint, layer, site)
+    return read_features(path, saved, remake(checkpoint.parent, *path.name.split(".")[:2]))
+
+
+def _write_sae_lens(features: FeatureFile, context_size: int, out: Path) -> str:
+    """cfg.json and sae_weights.safetensors, as SAELens saves a TopK SAE; returns its hook point's name."""
+    need("safetensors", "--format sae-lens")
+    from safetensors.torch import save_file
+
+    cfg, tensors = sae_lens_files(features, context_size)
+    save_file(tensors, str(out / "sae_weights.safetensors"), metadata={"format": "pt"})
+    (out / "cfg.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    return cfg["metadata"]["hook_name"]
 
 
 # ---------------------------------------------------------------- the output directory

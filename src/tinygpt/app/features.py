@@ -9,6 +9,7 @@ import dataclasses
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tinygpt.errors import UserError, shown
@@ -29,7 +30,7 @@ def layer_option(text: str) -> int | str:
         ) from None
 
 
-def run_checkpoint(run: str) -> Path:
+def run_checkpoint(run: str | Path) -> Path:
     """The checkpoint of RUN (a run directory: its best.pt; or a .pt file), refused when there is none."""
     path = Path(run)
     if path.is_dir():
@@ -48,27 +49,37 @@ def remake(run: Path, site: str, layer: int) -> str:
 
 def features_command(args: argparse.Namespace) -> None:
     """`tinygpt features RUN`: train, score, describe and save the dictionary of each chosen layer."""
-    from tinygpt.device import pick_device
     from tinygpt.explain.feature_text import feature_list
-    from tinygpt.explain.features import Options, make_features
+    from tinygpt.explain.features import Options
+
+    options = Options(site=args.site, size=args.size, k=args.k, seed=args.seed, positions=args.positions)
+    for made, where in made_features(args.run, args.layer, options, args.device, not args.quiet):
+        print(feature_list(made, count=10))
+        print(f"wrote {shown(where)}")
+
+
+def made_features(run: str | Path, layer: int | str | None, options, device: str, progress: bool) -> Iterator:
+    """Each chosen layer's (a layer, None for the default, or all) dictionary trained on RUN's model,
+    scored, described and saved in RUN/features/: (the FeatureFile, its path) as each is written.
+    options: an explain.features.Options, its layer left out; every layer is checked before any is made."""
+    from tinygpt.device import pick_device
+    from tinygpt.explain.features import make_features
     from tinygpt.explain.validation import corpus_of
     from tinygpt.files.checkpoint import read_checkpoint
     from tinygpt.files.feature_file import feature_path, save_features
 
-    checkpoint = run_checkpoint(args.run)
+    checkpoint = run_checkpoint(run)
     saved = read_checkpoint(checkpoint)
-    model = saved.build_model(checkpoint).to(pick_device(args.device)).eval()
+    model = saved.build_model(checkpoint).to(pick_device(device)).eval()
     config = model.config
-    layers = range(config.n_layer) if args.layer == "all" else [args.layer]
-    options = Options(site=args.site, size=args.size, k=args.k, seed=args.seed, positions=args.positions)
-    chosen = [dataclasses.replace(options, layer=layer).checked(config) for layer in layers]
+    layers = range(config.n_layer) if layer == "all" else [layer]
+    chosen = [dataclasses.replace(options, layer=each).checked(config) for each in layers]
     corpus = corpus_of(saved, config.block_size, checkpoint)
     for options in chosen:
-        made = make_features(saved, model, corpus.train, corpus.val, options, not args.quiet)
+        made = make_features(saved, model, corpus.train, corpus.val, options, progress)
         where = feature_path(checkpoint.parent, options.site, options.layer)
         save_features(made, where)
-        print(feature_list(made, count=10))
-        print(f"wrote {shown(where)}")
+        yield made, where
 
 
 def feature_files(run: Path, layer: int | None, site: str | None) -> list[Path]:

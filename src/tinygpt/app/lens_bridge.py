@@ -16,6 +16,10 @@ needs said to TransformerLens:
 `tinygpt export CKPT --format transformer-lens OUT` writes the directory that
 `TransformerBridge.boot_transformers(OUT)` loads, after loading it so and checking
 that its logits equal tinygpt's within TOLERANCE.
+
+A run's feature dictionary goes to SAELens, TransformerLens's library of sparse
+autoencoders, as its TopK SAE (`sae_lens_files`; `tinygpt export CKPT --format
+sae-lens OUT` writes it), read at the TransformerLens hook point of tinygpt's.
 """
 
 from pathlib import Path
@@ -25,10 +29,13 @@ import torch
 from tinygpt.app.hf import character_tokenizer, check_exportable, to_gpt2
 from tinygpt.errors import UserError
 from tinygpt.files.checkpoint import read_checkpoint
+from tinygpt.files.feature_file import FeatureFile
 from tinygpt.model import GPT
 
 TOLERANCE = 1e-4  # largest |logit difference| from tinygpt's allowed, in TransformerLens
 PROBED_TEXT = "a"  # what TransformerLens encodes to learn how its tokenizer treats special tokens
+SAE_LENS_LAYOUT = "6.54.12"  # the SAELens release whose saved SAE (cfg.json) this writes; its loader
+# reads metadata.sae_lens_version to tell its own layout (6.0 on) from older ones
 
 TRANSFORMER_LENS_CARD = """
 ## In TransformerLens
@@ -107,6 +114,50 @@ def check_directory(model: GPT, directory: Path) -> float:
             f"more than {TOLERANCE:g}; nothing was written"
         )
     return difference
+
+
+def lens_hook_name(layer: int, site: str) -> str:
+    """TransformerLens's name of tinygpt's hook point `blocks.L.SITE` (mlp_out, resid_post; docs/hooks.md)."""
+    return f"blocks.{layer}.hook_{site}"
+
+
+def sae_lens_files(features: FeatureFile, context_size: int) -> tuple[dict, dict[str, torch.Tensor]]:
+    """A feature file as SAELens's TopK SAE: what its cfg.json holds, and its sae_weights.safetensors.
+
+    SAELens encodes z = relu(topk((x − b_dec) @ W_enc + b_enc)) and decodes z @ W_dec + b_dec, in the
+    layer's own units; tinygpt multiplies x by input_scale s before encoding and divides the reconstruction
+    by s. So s is folded in: W_enc·s, W_dec/s, b_dec/s, b_enc as it is, and the latents are the same.
+    """
+    s = features.input_scale
+    tensors = {
+        "W_enc": features.W_enc * s,  # (d, n)
+        "b_enc": features.b_enc,  # (n,)
+        "W_dec": features.W_dec / s,  # (n, d)
+        "b_dec": features.b_dec / s,  # (d,)
+    }
+    n, d = features.W_dec.shape
+    metadata = {
+        "sae_lens_version": SAE_LENS_LAYOUT,
+        "model_name": "tinygpt",
+        "hook_name": lens_hook_name(features.layer, features.site),
+        "hook_head_index": None,
+        "prepend_bos": False,  # a character model has no BOS token
+        "context_size": context_size,
+    }
+    cfg = {
+        "architecture": "topk",
+        "d_in": d,
+        "d_sae": n,
+        "k": features.k,
+        "rescale_acts_by_decoder_norm": False,
+        "apply_b_dec_to_input": True,
+        "normalize_activations": "none",
+        "reshape_activations": "none",
+        "dtype": "float32",
+        "device": "cpu",
+        "metadata": metadata,
+    }
+    return cfg, {name: t.detach().float().contiguous() for name, t in tensors.items()}
 
 
 def _need_transformer_lens() -> None:

@@ -17,6 +17,12 @@ parts, so each part p contributes (p − mean(p))/σ·γ·W_U[c], and β·W_U[c]
 `ln_f bias`. The parts add up to the model's own logit. For the difference between two characters'
 logits, W_U[c] − W_U[c'] takes the place of W_U[c]. A model built without biases has no bias parts.
 The idea is the "direct path" of Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits".
+
+With a feature dictionary of a layer's `mlp_out` (`tinygpt features`), `mlp L` is split further, at the
+position scored, into what the dictionary makes of it: each feature that fires, z_f·W_dec[f] (in the
+layer's units: divided by the dictionary's input scale), `mlp L feature F`; the decoder's bias, `mlp L
+dictionary bias`; and what the dictionary misses, x − x̂, `mlp L error`. They add up to the MLP's output,
+so the parts still add up to the logit.
 """
 
 import json
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from tinygpt.errors import UserError
+from tinygpt.explain.dictionary import TopKDictionary
 from tinygpt.explain.glyphs import glyph, pad, quoted
 from tinygpt.explain.trace import head_contributions
 from tinygpt.model import GPT
@@ -98,6 +105,38 @@ def through_ln_f(
     return torch.cat([values, beta.expand(1, *values.shape[1:])])
 
 
+@torch.no_grad()
+def feature_parts(dictionary: TopKDictionary, layer: int, x: torch.Tensor) -> tuple[list[str], torch.Tensor]:
+    """An MLP's output x (C,) at one position split by its dictionary: each firing feature's write, the
+    decoder's bias and the error x − x̂; their names, and the parts (P, C), which add up to x."""
+    s = dictionary.input_scale
+    z = dictionary.encode(x.float().cpu().unsqueeze(0))[0]  # (n,)
+    fired = z.nonzero().flatten()  # (F,)
+    writes = z[fired, None] * dictionary.W_dec[fired] / s  # (F, C)
+    bias = dictionary.b_dec / s  # (C,)
+    error = x.float().cpu() - (writes.sum(dim=0) + bias)  # x − x̂
+    names = [f"mlp {layer} feature {f}" for f in fired.tolist()]
+    names += [f"mlp {layer} dictionary bias", f"mlp {layer} error"]
+    return names, torch.cat([writes, bias[None], error[None]]).to(x.device)
+
+
+def split_mlps(
+    names: list[str], parts: torch.Tensor, dictionaries: dict[int, TopKDictionary]
+) -> tuple[list[str], torch.Tensor]:
+    """names and parts (P, C) with each `mlp L` whose layer has a dictionary split into its features."""
+    split_names, split = [], []
+    for name, part in zip(names, parts, strict=True):
+        layer = int(name.split()[1]) if name.startswith("mlp ") else None
+        if layer in dictionaries:
+            more_names, more = feature_parts(dictionaries[layer], layer, part)
+            split_names += more_names
+            split += list(more)
+        else:
+            split_names.append(name)
+            split.append(part.float())
+    return split_names, torch.stack(split)
+
+
 def position_of(position: int, length: int) -> int:
     """A position in a prompt of `length` characters, from 0, or negative counting from the end."""
     if not -length <= position < length:
@@ -128,9 +167,11 @@ def logit_parts(
     position: int,
     target: str | None,
     versus: str | None,
+    dictionaries: dict[int, TopKDictionary] | None = None,
 ) -> LogitParts:
     """The logit of target (default: the character the model predicts) at position, or target's minus
-    versus's, split into the parts of the residual stream."""
+    versus's, split into the parts of the residual stream; dictionaries: the mlp_out dictionary of each
+    layer whose MLP is split into its features."""
     at = position_of(position, len(ids))
     names, parts, stream, logits = stream_parts(model, torch.tensor([ids], device=model.wte.weight.device))
     row = logits[0, at]  # (vocab,)
@@ -140,7 +181,8 @@ def logit_parts(
         said = "--target's" if target is not None else "the one the model predicts here (--target's default)"
         raise UserError(f"--versus {quoted(versus)} is {said} character; a difference needs two characters")
     direction = model.lm_head.weight[t] - (model.lm_head.weight[v] if v is not None else 0)  # (C,)
-    values = through_ln_f(model, parts[:, 0, at], stream[0, at], direction)  # (P + 1,)
+    names, parts = split_mlps(names, parts[:, 0, at], dictionaries or {})  # (P, C)
+    values = through_ln_f(model, parts, stream[0, at], direction)  # (P + 1,)
     logit = row[t] - (row[v] if v is not None else 0)
     chars = [tokenizer.chars[i] for i in ids]
     found = dict(zip([*names, "ln_f bias"], values.tolist(), strict=True))
