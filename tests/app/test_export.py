@@ -164,6 +164,16 @@ def test_a_missing_extra_is_a_user_error(tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]  # no partial directory left
 
 
+def test_safetensors_without_numpy_is_a_user_error(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("safetensors")
+    write_checkpoint(tmp_path / "best.pt")
+    monkeypatch.setitem(sys.modules, "numpy", None)  # safetensors' writer imports it when it writes
+    assert main(["export", str(tmp_path / "best.pt"), str(tmp_path / "st"), "--format", "safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs the Python package numpy" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt"]
+
+
 def test_the_model_card_names_the_out_of_vocabulary_error_and_its_helper_avoids_it(tmp_path, capsys):
     transformers = pytest.importorskip("transformers")
     write_checkpoint(tmp_path / "best.pt")

@@ -89,6 +89,7 @@ def export(
 
 def _write_safetensors(model: GPT, chars: list[str], out: Path) -> None:
     need("safetensors", "--format safetensors")
+    need("numpy", "--format safetensors")  # safetensors' writer hands the bytes over through NumPy
     from safetensors.torch import save_file
 
     tensors = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
@@ -136,6 +137,7 @@ def _dictionary(checkpoint: Path, saved: Checkpoint, layer: int | None, site: st
 def _write_sae_lens(features: FeatureFile, context_size: int, out: Path) -> str:
     """cfg.json and sae_weights.safetensors, as SAELens saves a TopK SAE; returns its hook point's name."""
     need("safetensors", "--format sae-lens")
+    need("numpy", "--format sae-lens")  # as --format safetensors
     from safetensors.torch import save_file
 
     cfg, tensors = sae_lens_files(features, context_size)
