@@ -19,11 +19,20 @@ import {
 } from "./base.js";
 
 // the weights by state_dict name, or null where the page carries none (a worker is handed them: setWeights)
-export let W = DATA.weights
-  ? Object.fromEntries(Object.entries(DATA.weights).map(([name, tensor]) => [name, decode(tensor)]))
-  : null;
-export function setWeights(weights) {
-  W = weights;
+export let W = DATA.weights ? lazyWeights(DATA.weights) : null;
+export function setWeights(tensors) {
+  W = lazyWeights(tensors);
+}
+
+// tensors in base64 (tinygpt.explain.page.tensor_data) as arrays, each decoded when first read: where a
+// Web Worker runs the model, the page's thread reads a few small ones (attribution.js) and decodes no more
+function lazyWeights(tensors) {
+  const weights = {};
+  for (const [name, tensor] of Object.entries(tensors)) {
+    let array = null;
+    Object.defineProperty(weights, name, { enumerable: true, get: () => (array ??= decode(tensor)) });
+  }
+  return weights;
 }
 
 // mirrors torch.nn.Linear: y (T, nOut) = x (T, nIn) · wᵀ + b, with w stored (nOut, nIn)
