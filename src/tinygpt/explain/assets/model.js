@@ -35,22 +35,22 @@ function lazyWeights(tensors) {
   return weights;
 }
 
-// mirrors torch.nn.Linear: y (T, nOut) = x (T, nIn) · wᵀ + b, with w stored (nOut, nIn)
-// A large model's pass is nearly all this loop, so it fills y in blocks of 4 positions × 2 outputs: each
-// number read from x or w serves two or four products (about twice the speed of one dot product at a
-// time). Where T or nOut runs out, a block repeats its last row or output: computed twice, written once.
-function linear(x, T, nIn, w, b, nOut) {
-  const y = new Float64Array(T * nOut);
-  const xAt = (t) => rowAt(Math.min(t, T - 1), 0, nIn),
-    wAt = (o) => rowAt(Math.min(o, nOut - 1), 0, nIn);
+// The kernel of linear() and projection(), nearly all of a large model's pass: for t < T and o < nOut,
+// y[yAt + t·yRow + o] = Σ x[xAt + t·xRow + d] · w[wAt + o·wRow + d] over d < n, summed in order of d. It
+// fills y in blocks of 4 positions × 2 outputs: each number read from x or w serves two or four products
+// (about twice the speed of one dot product at a time). Where T or nOut runs out, a block repeats its
+// last row or output: computed twice, written once.
+function products(y, x, w, n, T, nOut, [xAt, xRow], [wAt, wRow], [yAt, yRow]) {
+  const xOf = (t) => xAt + Math.min(t, T - 1) * xRow,
+    wOf = (o) => wAt + Math.min(o, nOut - 1) * wRow;
   for (let t = 0; t < T; t += 4) {
-    const x0 = xAt(t),
-      x1 = xAt(t + 1),
-      x2 = xAt(t + 2),
-      x3 = xAt(t + 3);
+    const x0 = xOf(t),
+      x1 = xOf(t + 1),
+      x2 = xOf(t + 2),
+      x3 = xOf(t + 3);
     for (let o = 0; o < nOut; o += 2) {
-      const w0 = wAt(o),
-        w1 = wAt(o + 1);
+      const w0 = wOf(o),
+        w1 = wOf(o + 1);
       // sRK: the sum for position t + R and output o + K
       let s00 = 0,
         s10 = 0,
@@ -60,7 +60,7 @@ function linear(x, T, nIn, w, b, nOut) {
         s11 = 0,
         s21 = 0,
         s31 = 0;
-      for (let d = 0; d < nIn; d++) {
+      for (let d = 0; d < n; d++) {
         const w0d = w[w0 + d],
           w1d = w[w1 + d];
         const x0d = x[x0 + d],
@@ -77,7 +77,7 @@ function linear(x, T, nIn, w, b, nOut) {
         s31 += x3d * w1d;
       }
       const put = (r, k, sum) => {
-        if (t + r < T && o + k < nOut) y[rowAt(t + r, o + k, nOut)] = sum + (b ? b[o + k] : 0);
+        if (t + r < T && o + k < nOut) y[yAt + (t + r) * yRow + o + k] = sum;
       };
       put(0, 0, s00);
       put(1, 0, s10);
@@ -89,6 +89,13 @@ function linear(x, T, nIn, w, b, nOut) {
       put(3, 1, s31);
     }
   }
+}
+
+// mirrors torch.nn.Linear: y (T, nOut) = x (T, nIn) · wᵀ + b, with w stored (nOut, nIn)
+function linear(x, T, nIn, w, b, nOut) {
+  const y = new Float64Array(T * nOut);
+  products(y, x, w, nIn, T, nOut, [0, nIn], [0, nIn], [0, nOut]);
+  if (b) for (let at = 0; at < T * nOut; at++) y[at] += b[at % nOut];
   return y;
 }
 
@@ -140,16 +147,9 @@ export const MEANS = DATA.means && decode(DATA.means);
 function projection(merged, T, w, b) {
   const contrib = new Float64Array(NH * T * C),
     out = new Float64Array(T * C);
+  // head hd's contribution: its HS columns of merged (T, C) times its HS columns of c_proj's rows (C, C)
   for (let hd = 0; hd < NH; hd++)
-    for (let t = 0; t < T; t++) {
-      const xAt = rowAt(t, headCol(hd));
-      for (let o = 0; o < C; o++) {
-        const wAt = rowAt(o, headCol(hd));
-        let sum = 0;
-        for (let d = 0; d < HS; d++) sum += merged[xAt + d] * w[wAt + d];
-        contrib[contribAt(T, hd, t, o)] = sum;
-      }
-    }
+    products(contrib, merged, w, HS, T, C, [headCol(hd), C], [headCol(hd), C], [contribAt(T, hd, 0), C]);
   for (let t = 0; t < T; t++)
     for (let o = 0; o < C; o++) {
       let sum = b ? b[o] : 0;
