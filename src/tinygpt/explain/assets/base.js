@@ -51,11 +51,18 @@ const HALF = Float32Array.from({ length: 65536 }, (_, bits) => {
   return bits & 0x8000 ? -magnitude : magnitude;
 });
 
-// mirrors tinygpt.explain.page.tensor_data, backwards: base64 of float32 (or float16) bytes to an array
-export function decode(tensor) {
-  const text = atob(tensor.b64);
+// base64 to bytes: natively where the browser can (Uint8Array.fromBase64, Chromium 140 on), else by atob
+function bytesOf(b64) {
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64);
+  const text = atob(b64);
   const bytes = new Uint8Array(text.length);
   for (let at = 0; at < text.length; at++) bytes[at] = text.charCodeAt(at);
+  return bytes;
+}
+
+// mirrors tinygpt.explain.page.tensor_data, backwards: base64 of float32 (or float16) bytes to an array
+export function decode(tensor) {
+  const bytes = bytesOf(tensor.b64);
   if (tensor.dtype !== "float16") return new Float32Array(bytes.buffer); // little-endian, as Python wrote it
   const halves = new Uint16Array(bytes.buffer),
     values = new Float32Array(halves.length);

@@ -19,29 +19,37 @@ import {
 } from "./base.js";
 
 // the weights by state_dict name, or null where the page carries none (a worker is handed them: setWeights)
-export let W = DATA.weights
-  ? Object.fromEntries(Object.entries(DATA.weights).map(([name, tensor]) => [name, decode(tensor)]))
-  : null;
-export function setWeights(weights) {
-  W = weights;
+export let W = DATA.weights ? lazyWeights(DATA.weights) : null;
+export function setWeights(tensors) {
+  W = lazyWeights(tensors);
 }
 
-// mirrors torch.nn.Linear: y (T, nOut) = x (T, nIn) · wᵀ + b, with w stored (nOut, nIn)
-// A large model's pass is nearly all this loop, so it fills y in blocks of 4 positions × 2 outputs: each
-// number read from x or w serves two or four products (about twice the speed of one dot product at a
-// time). Where T or nOut runs out, a block repeats its last row or output: computed twice, written once.
-function linear(x, T, nIn, w, b, nOut) {
-  const y = new Float64Array(T * nOut);
-  const xAt = (t) => rowAt(Math.min(t, T - 1), 0, nIn),
-    wAt = (o) => rowAt(Math.min(o, nOut - 1), 0, nIn);
+// tensors in base64 (tinygpt.explain.page.tensor_data) as arrays, each decoded when first read: where a
+// Web Worker runs the model, the page's thread reads a few small ones (attribution.js) and decodes no more
+function lazyWeights(tensors) {
+  const weights = {};
+  for (const [name, tensor] of Object.entries(tensors)) {
+    let array = null;
+    Object.defineProperty(weights, name, { enumerable: true, get: () => (array ??= decode(tensor)) });
+  }
+  return weights;
+}
+
+// The kernel of linear() and projection(), nearly all of a large model's pass: for t < T and o < nOut,
+// y[yAt + t·yRow + o] = Σ x[xAt + t·xRow + d] · w[wAt + o·wRow + d] over d < n, summed in order of d. It
+// fills y in blocks of 4 positions × 2 outputs: each number read from x or w serves two or four products
+// (about twice the speed of one dot product at a time), the 4 positions' rows of x copied side by side
+// first, so that the loop reads them from one place. Where T or nOut runs out, a block repeats its last
+// row or output: computed twice, written once.
+function products(y, x, w, n, T, nOut, [xAt, xRow], [wAt, wRow], [yAt, yRow]) {
+  const wOf = (o) => wAt + Math.min(o, nOut - 1) * wRow;
+  const xs = new Float64Array(4 * n); // x[t + r, d] at 4d + r
   for (let t = 0; t < T; t += 4) {
-    const x0 = xAt(t),
-      x1 = xAt(t + 1),
-      x2 = xAt(t + 2),
-      x3 = xAt(t + 3);
+    for (let r = 0; r < 4; r++)
+      for (let d = 0, from = xAt + Math.min(t + r, T - 1) * xRow; d < n; d++) xs[4 * d + r] = x[from + d];
     for (let o = 0; o < nOut; o += 2) {
-      const w0 = wAt(o),
-        w1 = wAt(o + 1);
+      const w0 = wOf(o),
+        w1 = wOf(o + 1);
       // sRK: the sum for position t + R and output o + K
       let s00 = 0,
         s10 = 0,
@@ -51,13 +59,13 @@ function linear(x, T, nIn, w, b, nOut) {
         s11 = 0,
         s21 = 0,
         s31 = 0;
-      for (let d = 0; d < nIn; d++) {
+      for (let d = 0, at = 0; d < n; d++, at += 4) {
         const w0d = w[w0 + d],
           w1d = w[w1 + d];
-        const x0d = x[x0 + d],
-          x1d = x[x1 + d],
-          x2d = x[x2 + d],
-          x3d = x[x3 + d];
+        const x0d = xs[at],
+          x1d = xs[at + 1],
+          x2d = xs[at + 2],
+          x3d = xs[at + 3];
         s00 += x0d * w0d;
         s10 += x1d * w0d;
         s20 += x2d * w0d;
@@ -68,7 +76,7 @@ function linear(x, T, nIn, w, b, nOut) {
         s31 += x3d * w1d;
       }
       const put = (r, k, sum) => {
-        if (t + r < T && o + k < nOut) y[rowAt(t + r, o + k, nOut)] = sum + (b ? b[o + k] : 0);
+        if (t + r < T && o + k < nOut) y[yAt + (t + r) * yRow + o + k] = sum;
       };
       put(0, 0, s00);
       put(1, 0, s10);
@@ -80,6 +88,13 @@ function linear(x, T, nIn, w, b, nOut) {
       put(3, 1, s31);
     }
   }
+}
+
+// mirrors torch.nn.Linear: y (T, nOut) = x (T, nIn) · wᵀ + b, with w stored (nOut, nIn)
+function linear(x, T, nIn, w, b, nOut) {
+  const y = new Float64Array(T * nOut);
+  products(y, x, w, nIn, T, nOut, [0, nIn], [0, nIn], [0, nOut]);
+  if (b) for (let at = 0; at < T * nOut; at++) y[at] += b[at % nOut];
   return y;
 }
 
@@ -131,16 +146,9 @@ export const MEANS = DATA.means && decode(DATA.means);
 function projection(merged, T, w, b) {
   const contrib = new Float64Array(NH * T * C),
     out = new Float64Array(T * C);
+  // head hd's contribution: its HS columns of merged (T, C) times its HS columns of c_proj's rows (C, C)
   for (let hd = 0; hd < NH; hd++)
-    for (let t = 0; t < T; t++) {
-      const xAt = rowAt(t, headCol(hd));
-      for (let o = 0; o < C; o++) {
-        const wAt = rowAt(o, headCol(hd));
-        let sum = 0;
-        for (let d = 0; d < HS; d++) sum += merged[xAt + d] * w[wAt + d];
-        contrib[contribAt(T, hd, t, o)] = sum;
-      }
-    }
+    products(contrib, merged, w, HS, T, C, [headCol(hd), C], [headCol(hd), C], [contribAt(T, hd, 0), C]);
   for (let t = 0; t < T; t++)
     for (let o = 0; o < C; o++) {
       let sum = b ? b[o] : 0;
