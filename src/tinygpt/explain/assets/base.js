@@ -37,6 +37,8 @@ export const headAt = (T, hd, t, d = 0, hs = HS) => (hd * T + t) * hs + d;
 export const weightAt = (T, hd, i, j) => (hd * T + i) * T + j;
 // feature o of what head hd adds to the residual stream at position t, in a (NH, T, C) array
 export const contribAt = (T, hd, t, o = 0) => (hd * T + t) * C + o;
+// a share (0 … 1) as a percentage with `digits` decimals
+export const percent = (share, digits) => `${(100 * share).toFixed(digits)}%`;
 // row t of a (rows, width) array, as a view
 export const rowOf = (arr, t, width) => arr.subarray(rowAt(t, 0, width), rowAt(t + 1, 0, width));
 

@@ -5,7 +5,7 @@
 // them. main.js draws it with renderFeatures; nothing here draws on import.
 //
 // Short names: file one feature file's data, note one feature's, cx one of its contexts.
-import { DATA, el, glyph } from "./base.js";
+import { DATA, el, glyph, percent } from "./base.js";
 
 const FILES = DATA.features; // [{hook, headline, size, quality, features: [note, …]}, …], or null
 const featureView = { file: 0, feature: null }; // the file browsed, and the feature opened (its index), if any
@@ -44,8 +44,7 @@ function histogram(note) {
 function featureDetail(file, note) {
   const words = note.explanations.length
     ? note.explanations.map(
-        (e) =>
-          `${e.words}: precision ${(100 * e.precision).toFixed(0)}%, recall ${(100 * e.recall).toFixed(0)}%`,
+        (e) => `${e.words}: precision ${percent(e.precision, 0)}, recall ${percent(e.recall, 0)}`,
       )
     : ["never fires on the validation text"];
   return el(
@@ -53,7 +52,7 @@ function featureDetail(file, note) {
     { id: "feature-detail", "data-feature": note.feature },
     el("h3", { text: `Feature ${note.feature} of ${file.hook}` }),
     el("p", {
-      text: `Fires on ${(100 * note.density).toFixed(2)}% of validation positions, at most ${note.max.toFixed(3)}.`,
+      text: `Fires on ${percent(note.density, 2)} of validation positions, at most ${note.max.toFixed(3)}.`,
     }),
     el("ul", { class: "descriptions" }, ...words.map((text) => el("li", { text }))),
     el("p", { class: "hint", text: `Its activations when firing, 0 … ${note.max.toFixed(3)}:` }),
@@ -87,7 +86,7 @@ function featureRow(note) {
     el("td", {
       class: "num density",
       "data-value": String(note.density),
-      text: `${(100 * note.density).toFixed(2)}%`,
+      text: percent(note.density, 2),
     }),
     el("td", {
       class: "promotes",

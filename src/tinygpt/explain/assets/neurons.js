@@ -4,7 +4,7 @@
 // main.js draws it with renderNeurons; nothing here draws on import.
 //
 // Short names: n a neuron's row of the data, cx one of its contexts.
-import { DATA, el, glyph } from "./base.js";
+import { DATA, el, glyph, percent } from "./base.js";
 
 const NEURONS = DATA.neurons; // {positions, loss, firing, per_layer, layers: [[neuron, …], …]}, or null
 const BEFORE = 30; // characters neuronView before the firing one (tinygpt.explain.neurons.BEFORE)
@@ -12,7 +12,6 @@ const neuronView = { layer: 0, neuron: null }; // the layer listed, and the neur
 
 const glyphs = (text) => Array.from(text, glyph).join("");
 const signed = (value, digits) => `${value >= 0 ? "+" : ""}${value.toFixed(digits)}`;
-const percent = (share, digits) => `${(100 * share).toFixed(digits)}%`;
 const amounts = (pairs) => pairs.map(([c, value]) => `${glyph(c)} ${signed(value, 3)}`).join("  ");
 
 // mirrors tinygpt.explain.neurons.marked: up to BEFORE characters read before, the firing one marked
