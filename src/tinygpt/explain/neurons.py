@@ -184,19 +184,23 @@ def direct_effects(model: GPT, layer: int, inv_sigma: float) -> torch.Tensor:
 
 
 def layer_neurons(
-    model: GPT, chars: list[str], windows: torch.Tensor, found: Pass, layer: int, listed: int | None = None
+    chars: list[str],
+    windows: torch.Tensor,
+    found: Pass,
+    layer: int,
+    effects: torch.Tensor,
+    listed: int | None,
 ) -> list[Neuron]:
-    """Every neuron of one layer, from a pass over the windows (N, T + 1); with `listed`, only its
-    `listed` costliest (by_cost's order), each described as in the whole layer."""
+    """Every neuron of one layer, from a pass over the windows (N, T + 1) and its direct effects (4C, vocab);
+    with `listed`, only its `listed` costliest (by_cost's order), each described as in the whole layer."""
     acts = found.acts[layer]  # (N, 4C)
     largest, mean = acts.max(dim=0).values, acts.mean(dim=0)  # (4C,)
     thresholds = torch.where(largest > 0, FIRING * largest, torch.full_like(largest, float("inf")))
     density = (acts > thresholds).double().mean(dim=0)  # (4C,)
     cost = (mean.double() * found.grad_sum[layer] - found.grad_dot[layer]).float()  # (4C,): Σ (μ − a)·g
-    costs = cost.tolist()
-    chosen = sorted(range(len(costs)), key=lambda n: -costs[n])[:listed]  # the costliest first
-    chosen = sorted(chosen)  # (U,): by neuron index, every neuron when listed is None
-    effect = direct_effects(model, layer, found.inv_sigma)[chosen]  # (U, vocab)
+    costliest = cost.argsort(descending=True, stable=True)[:listed]  # ties by index, as by_cost
+    chosen = sorted(costliest.tolist())  # (U,): by neuron index, every neuron when listed is None
+    effect = effects[chosen]  # (U, vocab)
     inputs = windows[:, :-1]
     text = "".join(chars[i] for i in inputs.flatten().tolist())
     words = explain_many(text, acts[:, chosen].T, thresholds[chosen], WORDS)
@@ -243,16 +247,19 @@ def cache_file(checkpoint: Path, key: str, layer: int) -> Path:
     return checkpoint.parent / "cache" / f"neurons.{checkpoint.stem}.{key[:16]}.layer{layer}.pt"
 
 
-def cache_key(
-    model: GPT, chars: list[str], windows: torch.Tensor, layer: int, listed: int | None = None
-) -> str:
-    """A digest of everything a layer's neurons depend on: weights, vocabulary, windows and settings (and
-    `listed`, for a layer described only in its listed costliest)."""
+def measured_on(model: GPT, chars: list[str], windows: torch.Tensor) -> str:
+    """A digest of what every layer's neurons are measured on: the weights, vocabulary and windows."""
     weights = {name: t.detach() for name, t in model.state_dict().items()}
+    return digest({"weights": weights, "chars": chars, "windows": windows})
+
+
+def cache_key(measured: str, layer: int, listed: int | None = None) -> str:
+    """A digest of everything a layer's neurons depend on: what they are measured on (measured_on), the
+    settings, and `listed`, for a layer described only in its listed costliest."""
     settings = {**SETTINGS, "version": CACHE_VERSION, "layer": layer}
     if listed is not None:
         settings["listed"] = listed
-    return digest({"weights": weights, "chars": chars, "windows": windows, "settings": settings})
+    return digest({"measured": measured, "settings": settings})
 
 
 def read_cache(path: Path, key: str) -> tuple[list[Neuron], torch.Tensor, dict] | None:
@@ -301,15 +308,16 @@ def every_neuron(
     """The neurons of `layers`, from their cache files where those match, else measured (and kept). With
     `listed` (the page), a layer without a whole file is described only in its `listed` costliest."""
     windows = scoring_windows(val, model.config.block_size)
-    kept = {layer: cached(model, chars, windows, checkpoint, layer, listed) for layer in layers}
+    measured = measured_on(model, chars, windows)
+    kept = {layer: cached(measured, checkpoint, layer, listed) for layer in layers}
     missing = [layer for layer in layers if kept[layer] is None]
     if missing:
         found = forward_backward(model, windows, missing, progress)
         totals = {"positions": windows[:, 1:].numel(), "loss": found.loss, "inv_sigma": found.inv_sigma}
         for layer in tqdm(missing, desc="neurons: in words", disable=not progress):
-            neurons = layer_neurons(model, chars, windows, found, layer, listed)
-            effect = direct_effects(model, layer, found.inv_sigma)
-            key = cache_key(model, chars, windows, layer, listed)
+            effect = direct_effects(model, layer, found.inv_sigma)  # (4C, vocab)
+            neurons = layer_neurons(chars, windows, found, layer, effect, listed)
+            key = cache_key(measured, layer, listed)
             write_cache(cache_file(checkpoint, key, layer), key, neurons, effect, totals)
             kept[layer] = (neurons, effect, totals)
     totals = kept[layers[0]][2]
@@ -323,11 +331,11 @@ def every_neuron(
 
 
 def cached(
-    model: GPT, chars: list[str], windows: torch.Tensor, checkpoint: Path, layer: int, listed: int | None
+    measured: str, checkpoint: Path, layer: int, listed: int | None
 ) -> tuple[list[Neuron], torch.Tensor, dict] | None:
     """A layer's kept neurons: its whole file, else (with `listed`) its file of the listed costliest."""
     for kind in dict.fromkeys([None, listed]):
-        key = cache_key(model, chars, windows, layer, kind)
+        key = cache_key(measured, layer, kind)
         kept = read_cache(cache_file(checkpoint, key, layer), key)
         if kept is not None:
             return kept
