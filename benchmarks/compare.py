@@ -86,6 +86,7 @@ class Run:
     step: int = 0
     seconds: float = 0.0
     curve: list = field(default_factory=list)
+    schedule: TrainSection | None = None  # tinygpt's: the settings its learning rate is read from each step
 
     def train_for(self, seconds: float, until_step: int, device: torch.device) -> None:
         """Take steps until `seconds` have passed on this run's clock or `until_step` is reached."""
@@ -104,7 +105,8 @@ def ours(config_path: str, overrides: list[str], corpus: str | None, device: tor
     config = load_config(config_path, overrides + ([f"data.corpus={corpus}"] if corpus else []))
     trainer = single_process_trainer(config, device)
     name = "tinygpt " + " ".join([Path(config_path).stem, *overrides])
-    return Run(name, trainer.model, trainer.step, config.train.max_iters, trainer.tokens_per_step)
+    t = config.train
+    return Run(name, trainer.model, trainer.step, t.max_iters, trainer.tokens_per_step, schedule=t)
 
 
 def reference(

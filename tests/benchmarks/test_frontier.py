@@ -1,0 +1,25 @@
+"""benchmarks/frontier.py's refit: a tinygpt run's schedule fitted again to the rate it steps at."""
+
+from conftest import load_benchmark
+
+from tinygpt.config.run_config import TrainSection
+from tinygpt.training.step import lr_at
+
+
+def test_refit_sets_the_steps_that_fit_and_the_schedule_follows():
+    frontier = load_benchmark("frontier")
+    schedule = TrainSection(max_iters=1000, warmup_iters=10, learning_rate=1e-2, min_lr=1e-3)
+    run = frontier.Run("tinygpt 1 min", None, None, 1000, 64, step=90, seconds=9.0, schedule=schedule)
+    before = lr_at(500, schedule)
+    frontier.refit(run, budget_s=60.0)  # 10 steps a second: 600 fit, 588 with the margin
+    assert run.max_iters == schedule.max_iters == int(frontier.MARGIN * 600)
+    assert lr_at(run.max_iters, schedule) == schedule.min_lr  # the decay now ends at the new last step
+    assert lr_at(500, schedule) < before
+
+
+def test_refit_never_ends_the_schedule_before_the_step_reached():
+    frontier = load_benchmark("frontier")
+    schedule = TrainSection(max_iters=1000, warmup_iters=10)
+    run = frontier.Run("tinygpt 1 min", None, None, 1000, 64, step=90, seconds=59.0, schedule=schedule)
+    frontier.refit(run, budget_s=60.0)
+    assert run.max_iters == 91
