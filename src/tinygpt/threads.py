@@ -19,14 +19,15 @@ import os
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import torch
 
 from tinygpt.errors import UserError
 
 PINNING_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+T = TypeVar("T")
 
 
 def pinned_by_environment() -> str | None:
@@ -103,12 +104,29 @@ class Threads:
         """fn(*args), at the count this step runs at; its time goes into the choice."""
         if len(self.candidates) == 1:
             return fn(*args)
-        count = self.chosen if self.warm_up or not self.schedule else self.schedule[0]
-        self.use(count)
+        count = self.next_count()
         start = self.clock()
         out = fn(*args)
         self.took(count, self.clock() - start)
         return out
+
+    def each(self, items: Iterable[T]) -> Iterator[T]:
+        """The items, each one's step being the work the loop that takes it does before it asks for the
+        next: run for a loop whose body is not one function."""
+        for item in items:
+            if len(self.candidates) == 1:
+                yield item
+                continue
+            count = self.next_count()
+            start = self.clock()
+            yield item
+            self.took(count, self.clock() - start)
+
+    def next_count(self) -> int:
+        """The count the next step runs at (the chosen one, or the probe's next), set now."""
+        count = self.chosen if self.warm_up or not self.schedule else self.schedule[0]
+        self.use(count)
+        return count
 
     def took(self, count: int, seconds: float) -> None:
         """Count one step of `seconds` at `count` threads: into the probe under way, or the drift watch."""

@@ -54,6 +54,26 @@ def test_the_first_steps_measure_each_count_in_turn_and_the_rest_run_at_the_fast
     assert threads.shown == str(fastest) and threads.probes == 1
 
 
+@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.2}, 1), ({1: 0.1, 2: 0.07}, 2)])
+def test_each_times_the_loop_body_as_a_step_and_hands_the_items_over_in_order(cost, fastest):
+    """A loop `for i in threads.each(items)`: each body runs at the count run would call fn at."""
+    machine = Machine(cost)
+    threads = chooser(machine, rounds=3)
+    seen, ran = [], []
+    for item in threads.each(range(20, 0, -1)):
+        seen.append(item)
+        ran.append(machine.step())
+    assert seen == list(range(20, 0, -1))
+    assert ran[:7] == [1, 1, 2, 1, 2, 1, 2] and set(ran[7:]) == {fastest}
+    assert threads.probes == 1
+
+
+def test_each_with_one_candidate_measures_nothing():
+    machine = Machine({1: 0.1})
+    threads = chooser(machine, candidates=[1])
+    assert list(threads.each("abc")) == ["a", "b", "c"] and threads.probes == 0
+
+
 def test_one_slow_step_in_the_probe_does_not_decide_it():
     """The median of each count's steps: a step descheduled once (10 s) is outvoted."""
     machine = Machine({1: 0.1, 2: 0.05})

@@ -38,7 +38,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.errors import UserError
-from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, one_thread, step_effects
+from tinygpt.explain.backward import STEP_LR, check_lr, head_output_gradients, step_effects
 from tinygpt.explain.circuits import page_circuits
 from tinygpt.explain.inspected import Inspected
 from tinygpt.explain.lens import logit_lens
@@ -51,6 +51,7 @@ from tinygpt.files.atomic import write_atomic
 from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.files.metrics import read_metrics
 from tinygpt.model import GPT
+from tinygpt.threads import threads_for
 from tinygpt.tokenizer import prompt_ids
 
 PACK_LIMIT = 1_000_000  # parameters up to which the weights travel in float32 and the page's own thread
@@ -167,9 +168,11 @@ def step_data(model: GPT, ids: list[int], lr: float, dtype: torch.dtype = torch.
     after = torch.zeros(max(T - 1, 0), c.n_layer, c.n_head, T, dtype=torch.float64)
     loss_after = torch.zeros(max(T - 1, 0), c.n_layer, c.n_head, dtype=torch.float64)
     heads = [(layer, head) for layer in range(c.n_layer) for head in range(c.n_head)]
-    for step in step_effects(model, ids, lr, one_thread(range(T - 1)), heads):
-        after[step.i, step.layer, step.head, : step.i + 1] = step.after
-        loss_after[step.i, step.layer, step.head] = step.loss_after
+    # the longest positions first, so the thread counts are measured on the work that costs most
+    with threads_for("auto", "threads", model.wte.weight.device) as threads:
+        for step in step_effects(model, ids, lr, threads.each(range(T - 2, -1, -1)), heads):
+            after[step.i, step.layer, step.head, : step.i + 1] = step.after
+            loss_after[step.i, step.layer, step.head] = step.loss_after
     return {"lr": lr, "after": tensor_data(after, dtype), "loss_after": tensor_data(loss_after, dtype)}
 
 
