@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from tinygpt.explain.ablate import head_batches, zeroing
-from tinygpt.explain.heads import Heads, induction_probes
+from tinygpt.explain.heads import Heads, scoring_probes
 from tinygpt.explain.roles import Boundaries, induction_scores
 from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.hooks import caught
@@ -144,7 +144,7 @@ def knockouts(model: GPT, avoid: list[int]) -> Knockout:
     The heads of a layer go off in one batch (tinygpt.explain.ablate.zeroing), from the stream entering
     that layer, through the blocks up to the induction head's own."""
     cfg = model.config
-    probes = induction_probes(cfg.vocab_size, cfg.block_size, avoid=avoid)  # (P, 2·half)
+    probes = scoring_probes(cfg.vocab_size, cfg.block_size, avoid)  # (P, 2·half)
     model.eval()
     _, found = model.run_with_cache(probes, names=["blocks.*.attn.pattern", "blocks.*.resid_pre"])
     patterns = [found[f"blocks.{layer}.attn.pattern"].float() for layer in range(cfg.n_layer)]

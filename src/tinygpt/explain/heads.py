@@ -38,7 +38,7 @@ from tinygpt.explain.roles import (
 )
 from tinygpt.explain.validation import validation_split_of
 from tinygpt.files.checkpoint import Checkpoint, read_checkpoint
-from tinygpt.model import GPT, attention_weights
+from tinygpt.model import GPT
 
 WINDOWS = 16  # validation windows scored, each block_size long
 PROBES = 16  # random strings written twice, for induction
@@ -163,11 +163,6 @@ class Heads:
         return cls(**{**data, "reports": [HeadReport(**r) for r in data["reports"]]})
 
 
-def head_roles(model: GPT, text: torch.Tensor, probes: torch.Tensor, ends: Boundaries) -> list[HeadRole]:
-    """Every head's role scores, label and entropy: text (N, T) validation inputs, probes (P, 2·half)."""
-    return roles_of(attention_weights(model, text), text, attention_weights(model, probes), probes, ends)
-
-
 def roles_of(
     text_weights: list[torch.Tensor],
     text: torch.Tensor,
@@ -195,6 +190,17 @@ POSITIONS = 1024  # positions scored by default: WINDOWS windows of 64 (configs/
 def default_count(block_size: int, most: int = WINDOWS) -> int:
     """Windows (or probes) of about block_size scored by default: POSITIONS of them, at most `most`."""
     return max(1, min(most, math.ceil(POSITIONS / block_size)))
+
+
+def probe_count(block_size: int) -> int:
+    """Induction probes scored by default: POSITIONS positions of them, at most PROBES."""
+    return default_count(2 * (block_size // 2), PROBES)
+
+
+def scoring_probes(vocab_size: int, block_size: int, avoid: list[int] | tuple = ()) -> torch.Tensor:
+    """The induction probes every head is scored on (induction_probes, probe_count of them), the same
+    for the heads' report and the circuits' knockouts."""
+    return induction_probes(vocab_size, block_size, probe_count(block_size), avoid)
 
 
 @torch.no_grad()
@@ -231,8 +237,7 @@ def head_reports(
     windows = windows or default_count(cfg.block_size)
     text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
     inputs, targets = text[:, :-1], text[:, 1:]  # (N, T) each
-    count = default_count(2 * (cfg.block_size // 2), PROBES)
-    probes = induction_probes(cfg.vocab_size, cfg.block_size, count, avoid=ends.any)  # (P, 2·half)
+    probes = scoring_probes(cfg.vocab_size, cfg.block_size, ends.any)  # (P, 2·half)
     logits, text_weights, text_entering = scored_pass(model, inputs)
     probe_logits, probe_weights, probe_entering = scored_pass(model, probes)
     copies = induction_keys(*probes.shape).any(dim=-1)  # (P, 2·half): queries with an induction key
@@ -286,7 +291,7 @@ def kept_heads(
         return head_reports(model, val, ends, saved.chars, windows)
     cfg = model.config
     windows = windows or default_count(cfg.block_size)
-    probes = default_count(2 * (cfg.block_size // 2), PROBES)
+    probes = probe_count(cfg.block_size)
     key = heads_key(saved, model, validation_windows(val, cfg.block_size, windows), probes, PROBE_SEED)
     kept = read_kept(checkpoint, key)
     if kept is not None:
@@ -323,16 +328,6 @@ def check_windows(val: torch.Tensor | None, block_size: int, windows: int | None
             f"--windows {windows:,} is more than the {held:,} windows of {block_size + 1} "
             f"characters the validation split holds; use at most {held}"
         )
-
-
-def page_roles(
-    saved: Checkpoint, model: GPT, checkpoint: str | Path, windows: int = WINDOWS
-) -> list[HeadRole]:
-    """The roles the explainer page labels its heatmaps with (scores only: no ablation losses)."""
-    val, ends = scoring_text(saved, model, checkpoint, None)  # as many as there are, up to `windows`
-    cfg = model.config
-    text = validation_windows(val, cfg.block_size, windows)[:, :-1]  # (N, T)
-    return head_roles(model, text, induction_probes(cfg.vocab_size, cfg.block_size, avoid=ends.any), ends)
 
 
 def standard_error(heads: Heads) -> str:
