@@ -10,7 +10,7 @@ import torch
 from conftest import looking_back_model
 
 from tinygpt import GPT, GPTConfig
-from tinygpt.explain.circuits import baseline, circuits_table, composition, edges, normalised
+from tinygpt.explain.circuits import Factored, baseline, circuits_table, composition, edges, normalised
 from tinygpt.explain.describe import BUCKETS, describe, offset_shares, profiles
 from tinygpt.model import attention_weights
 
@@ -87,9 +87,21 @@ def test_the_scores_are_the_normalised_frobenius_norms_of_the_products_computed_
 
 def test_two_random_matrices_score_about_one_over_root_c():
     g = torch.Generator().manual_seed(0)
-    later = torch.randn(64, C, C, generator=g)
-    earlier = torch.randn(1, C, C, generator=g)
+    later = Factored(torch.randn(64, C, C, generator=g), torch.eye(C).expand(64, C, C))
+    earlier = Factored(torch.randn(1, C, C, generator=g), torch.eye(C).expand(1, C, C))
     assert float(normalised(later, earlier).mean()) == pytest.approx(baseline(C), rel=0.1)
+
+
+def test_factored_norms_are_the_norms_of_the_products():
+    g = torch.Generator().manual_seed(1)
+    later = Factored(torch.randn(3, C, 4, generator=g), torch.randn(3, 4, C, generator=g))
+    earlier = Factored(torch.randn(2, C, 5, generator=g), torch.randn(2, 5, C, generator=g))
+    full_later, full_earlier = later.left @ later.right, earlier.left @ earlier.right  # (3, C, C), (2, C, C)
+    assert torch.allclose(later.norm(), torch.linalg.matrix_norm(full_later), rtol=1e-5)
+    assert torch.allclose(later.T.left @ later.T.right, full_later.transpose(-1, -2))
+    direct = torch.linalg.matrix_norm(full_later.unsqueeze(1) @ full_earlier.unsqueeze(0))  # (3, 2)
+    direct = direct / (torch.linalg.matrix_norm(full_later)[:, None] * torch.linalg.matrix_norm(full_earlier))
+    assert torch.allclose(normalised(later, earlier), direct, rtol=1e-4)
 
 
 def test_a_one_layer_model_has_nothing_to_compose():

@@ -74,27 +74,60 @@ def ln_fold(ln: torch.nn.Module) -> torch.Tensor:
     return torch.diag(ln.weight.detach().float()) @ centre  # γ ⊙ (P x) = diag(γ) P x
 
 
+@dataclass
+class Factored:
+    """Matrices kept as their two factors, left @ right: left (..., C, r), right (..., r, C). A head's
+    W_QK and W_OV have rank hs at most, so their norms and products' norms need only (r, r) matrices."""
+
+    left: torch.Tensor
+    right: torch.Tensor
+
+    def __getitem__(self, index: int) -> "Factored":
+        return Factored(self.left[index], self.right[index])
+
+    @property
+    def T(self) -> "Factored":
+        """The transposes: (L R)ᵀ = Rᵀ Lᵀ."""
+        return Factored(self.right.transpose(-1, -2), self.left.transpose(-1, -2))
+
+    def norm(self) -> torch.Tensor:
+        """The Frobenius norms, (...,): ‖L R‖² = Σ (LᵀL) ⊙ (R Rᵀ)."""
+        return frobenius_squared(self.left, self.right, torch.eye(self.left.size(-1)).to(self.left)).sqrt()
+
+
+def frobenius_squared(left: torch.Tensor, right: torch.Tensor, middle: torch.Tensor) -> torch.Tensor:
+    """‖left @ middle @ right‖² = Σ (leftᵀ left · middle) ⊙ (middle · right rightᵀ), for broadcast batches
+    of left (..., C, r), middle (..., r, s), right (..., s, C); only (r, s)-sized products."""
+    gram_left = left.transpose(-1, -2) @ left  # (..., r, r)
+    gram_right = right @ right.transpose(-1, -2)  # (..., s, s)
+    return ((gram_left @ middle) * (middle @ gram_right)).sum((-1, -2)).clamp_min(0)
+
+
 @torch.no_grad()
-def head_circuits(model: GPT) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every head's W_QK and W_OV with its ln_1 folded in: each (n_layer, n_head, C, C)."""
+def head_circuits(model: GPT) -> tuple[Factored, Factored]:
+    """Every head's W_QK and W_OV with its ln_1 folded in, factored: each of (n_layer, n_head, C, C), in
+    float64 (the norms are sums of squares)."""
     cfg = model.config
     C, nh, hs = cfg.n_embd, cfg.n_head, cfg.head_size
-    qk, ov = [], []
+    q_rows, k_rows, writes, v_rows = [], [], [], []
     for block in model.h:
-        N = ln_fold(block.ln_1)  # (C, C)
-        W = block.attn.c_attn.weight.detach().float().view(3, nh, hs, C)  # q, k, v blocks, per head
-        W_O = block.attn.c_proj.weight.detach().float().view(C, nh, hs).permute(1, 0, 2)  # (nh, C, hs)
-        W_Q, W_K, W_V = W[0] @ N, W[1] @ N, W[2] @ N  # (nh, hs, C) each
-        qk.append(W_Q.transpose(1, 2) @ W_K)  # (nh, C, C)
-        ov.append(W_O @ W_V)  # (nh, C, C)
-    return torch.stack(qk), torch.stack(ov)
+        N = ln_fold(block.ln_1).double()  # (C, C)
+        W = block.attn.c_attn.weight.detach().double().view(3, nh, hs, C)  # q, k, v blocks, per head
+        W_O = block.attn.c_proj.weight.detach().double().view(C, nh, hs).permute(1, 0, 2)  # (nh, C, hs)
+        q_rows.append(W[0] @ N)  # (nh, hs, C): W_Q N
+        k_rows.append(W[1] @ N)
+        v_rows.append(W[2] @ N)
+        writes.append(W_O)
+    qk = Factored(torch.stack(q_rows).transpose(-1, -2), torch.stack(k_rows))  # (W_Q N)ᵀ (W_K N)
+    ov = Factored(torch.stack(writes), torch.stack(v_rows))  # W_O (W_V N)
+    return qk, ov
 
 
-def normalised(later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
-    """‖later · earlier‖ / (‖later‖ ‖earlier‖) for every pair: (b, C, C) × (a, C, C) -> (b, a)."""
-    product = torch.einsum("bij,ajk->baik", later, earlier)  # (b, a, C, C)
-    norms = later.flatten(1).norm(dim=1).unsqueeze(1) * earlier.flatten(1).norm(dim=1).unsqueeze(0)
-    return product.flatten(2).norm(dim=2) / norms
+def normalised(later: Factored, earlier: Factored) -> torch.Tensor:
+    """‖later · earlier‖ / (‖later‖ ‖earlier‖) for every pair: b later and a earlier matrices -> (b, a)."""
+    middle = later.right.unsqueeze(1) @ earlier.left.unsqueeze(0)  # (b, a, r, s): the factors that meet
+    product = frobenius_squared(later.left.unsqueeze(1), earlier.right.unsqueeze(0), middle).sqrt()
+    return (product / (later.norm().unsqueeze(1) * earlier.norm().unsqueeze(0))).float()
 
 
 def composition(model: GPT) -> dict[str, torch.Tensor]:
@@ -102,12 +135,12 @@ def composition(model: GPT) -> dict[str, torch.Tensor]:
 
     Entries where j ≤ i (a head cannot read what a head of its own or a later layer writes) are NaN.
     """
-    qk, ov = head_circuits(model)  # (L, H, C, C) each
-    L, H = qk.shape[:2]
+    qk, ov = head_circuits(model)  # (L, H, C, C) each, factored
+    L, H = qk.left.shape[:2]
     scores = {kind: torch.full((L, H, L, H), float("nan")) for kind in KINDS}
     for j in range(1, L):
         for i in range(j):
-            reading = {"Q": qk[j].transpose(1, 2), "K": qk[j], "V": ov[j]}
+            reading = {"Q": qk[j].T, "K": qk[j], "V": ov[j]}
             for kind in KINDS:
                 scores[kind][i, :, j, :] = normalised(reading[kind], ov[i]).T  # (a, b)
     return scores
