@@ -20,6 +20,7 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import torch
@@ -102,31 +103,28 @@ class Threads:
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """fn(*args), at the count this step runs at; its time goes into the choice."""
-        if len(self.candidates) == 1:
+        with self.step():
             return fn(*args)
-        count = self.next_count()
-        start = self.clock()
-        out = fn(*args)
-        self.took(count, self.clock() - start)
-        return out
 
     def each(self, items: Iterable[T]) -> Iterator[T]:
         """The items, each one's step being the work the loop that takes it does before it asks for the
         next: run for a loop whose body is not one function."""
         for item in items:
-            if len(self.candidates) == 1:
+            with self.step():
                 yield item
-                continue
-            count = self.next_count()
-            start = self.clock()
-            yield item
-            self.took(count, self.clock() - start)
 
-    def next_count(self) -> int:
-        """The count the next step runs at (the chosen one, or the probe's next), set now."""
+    @contextmanager
+    def step(self) -> Iterator[None]:
+        """One step: run at the chosen count (or the probe's next) and timed into the choice, unless it
+        raises; with one candidate, neither."""
+        if len(self.candidates) == 1:
+            yield
+            return
         count = self.chosen if self.warm_up or not self.schedule else self.schedule[0]
         self.use(count)
-        return count
+        start = self.clock()
+        yield
+        self.took(count, self.clock() - start)
 
     def took(self, count: int, seconds: float) -> None:
         """Count one step of `seconds` at `count` threads: into the probe under way, or the drift watch."""
