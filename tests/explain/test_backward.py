@@ -138,6 +138,24 @@ def test_the_heads_of_a_layer_stepped_in_one_batch_are_each_stepped_alone():
     assert len({s.loss_after for s in steps if s.i == 8}) == len(heads)  # each copy its own head's step
 
 
+def test_in_float32_the_panels_numbers_are_the_float64_ones_to_well_within_float16s_rounding():
+    """What a page that keeps the backward panel in float16 computes it in (page.computed_in): float32,
+    whose error must stay far below the 1e-3 float16 keeps of a weight or a loss near 2."""
+    m = model()
+    ids = torch.randint(9, (10,), generator=torch.Generator().manual_seed(5)).tolist()
+    heads = [(layer, head) for layer in range(2) for head in range(2)]
+    exact = list(step_effects(m, ids, 0.3, range(9), heads))
+    single = list(step_effects(m, ids, 0.3, range(9), heads, torch.float32))
+    assert single[0].after.dtype == torch.float32 and exact[0].after.dtype == torch.float64
+    for a, b in zip(exact, single, strict=True):
+        assert (a.i, a.layer, a.head) == (b.i, b.layer, b.head)
+        assert torch.allclose(a.after, b.after.double(), atol=1e-5, rtol=0)
+        assert a.loss_after == pytest.approx(b.loss_after, abs=1e-5)
+    assert any(not torch.equal(s.before, s.after) for s in single)
+    g32, g64 = head_output_gradients(m, ids, torch.float32), head_output_gradients(m, ids)
+    assert g32.dtype == torch.float32 and torch.allclose(g32.double(), g64, atol=1e-6, rtol=0)
+
+
 def test_the_step_moves_the_bias_rows_too():
     m = model()
     assert m.config.bias

@@ -90,16 +90,17 @@ def row_backward(model: GPT, ids: list[int], layer: int, head: int, i: int) -> R
     )
 
 
-def head_output_gradients(model: GPT, ids: list[int]) -> torch.Tensor:
+def head_output_gradients(model: GPT, ids: list[int], dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Step 2 for every position at once: g[i, l, h] = dL_i/dy_i of head h of layer l, where L_i is the
-    loss of predicting ids[i + 1]; in float64, (T − 1, n_layer, n_head, head_size).
+    loss of predicting ids[i + 1]; in `dtype` (float64 unless kept coarser, as step_effects),
+    (T − 1, n_layer, n_head, head_size).
 
     y_i reaches L_i only through position i's own stream: earlier positions' keys and values do not
     depend on it, and later positions do not reach L_i. So each position runs alone, its earlier
     keys and values given (a KV cache from one pass over the prompt, held fixed), and one backward
     pass from L_i gives g for every layer and head. The page works steps 3–6 out itself from these.
     """
-    exact = copy.deepcopy(model).double().eval()
+    exact = copy.deepcopy(model).to(dtype).eval()
     device = exact.wte.weight.device
     prompt = torch.tensor([ids], device=device)  # (1, T)
     layers = range(exact.config.n_layer)
@@ -165,18 +166,25 @@ class StepEffect:
 
 
 def step_effects(
-    model: GPT, ids: list[int], lr: float, positions: Iterable[int], heads: list[tuple[int, int]]
+    model: GPT,
+    ids: list[int],
+    lr: float,
+    positions: Iterable[int],
+    heads: list[tuple[int, int]],
+    dtype: torch.dtype = torch.float64,
 ) -> Iterator[StepEffect]:
     """Step 7 for each position i in `positions` and each (layer, head) in `heads`, in that order.
 
-    One float64 copy of the model serves every case. The loss at i and its gradient do not depend on
-    which head then steps, so per position one forward and backward pass gives every head's gradient.
+    One copy of the model in `dtype` serves every case: float64, unless the numbers are kept coarser (a
+    page that carries them in float16 computes them in float32, in half the time). The loss at i and
+    its gradient do not depend on which head then steps, so per position one forward and backward pass
+    gives every head's gradient.
     Then per layer every asked head's rows step at once (a head's q, k, v rows make only that head's
     pattern and output), and one batch runs from that layer on (the layers before it are unchanged:
     their output is kept from the first pass), copy b with only head b's output stepped, every other
     head's as before; the rows are then put back as they were.
     """
-    exact = copy.deepcopy(model).double().eval()
+    exact = copy.deepcopy(model).to(dtype).eval()
     device = exact.wte.weight.device
     attns = {layer: exact.h[layer].attn.c_attn for layer, _ in heads}
     params = [p for c_attn in attns.values() for p in c_attn.parameters()]  # weight (3C, C), bias (3C,)

@@ -166,8 +166,8 @@ def forward_backward(model: GPT, windows: torch.Tensor, layers: list[int], progr
             a = found[name].detach().flatten(0, 1)  # (B·T, 4C)
             g = grad.flatten(0, 1)  # (B·T, 4C)
             acts[layer].append(a)
-            grad_sum[layer] = grad_sum[layer] + g.double().sum(0)
-            grad_dot[layer] = grad_dot[layer] + (a.double() * g.double()).sum(0)
+            grad_sum[layer] = grad_sum[layer] + g.sum(0).double()  # a batch's sums in float32, the
+            grad_dot[layer] = grad_dot[layer] + (a * g).sum(0).double()  # total over batches in float64
         stream = found[last].detach().double()  # (B, T, C)
         inv_sigma += (stream.var(dim=-1, unbiased=False) + LN_EPS).rsqrt().sum().item()
         loss_sum += summed.item()

@@ -156,21 +156,27 @@ def backward_data(
         after, loss_after = torch.zeros(0, c.n_layer, c.n_head, 0), torch.zeros(0, c.n_layer, c.n_head)
         step = {"lr": lr, "after": tensor_data(after), "loss_after": tensor_data(loss_after)}
         return {"ids": [], "g": tensor_data(torch.zeros(0, c.n_layer, c.n_head, c.head_size)), "step": step}
-    g = head_output_gradients(model, ids)
+    g = head_output_gradients(model, ids, computed_in(dtype))
     return {"ids": ids, "g": tensor_data(g, dtype), "step": step_data(model, ids, lr, dtype)}
+
+
+def computed_in(dtype: torch.dtype) -> torch.dtype:
+    """What the backward panel's numbers kept in dtype are computed in: float64 for float32, float32 for
+    float16 (a packed page's: float32's error is far below what float16 keeps, in half the time)."""
+    return torch.float64 if dtype == torch.float32 else torch.float32
 
 
 def step_data(model: GPT, ids: list[int], lr: float, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """Step 7 of the backward panel for every head and every position i < T − 1: the weights of row i
     after one plain gradient step of size lr on the head's q, k, v rows (zero beyond key i), and the
-    loss at i after it."""
+    loss at i after it, in `dtype` (computed_in's)."""
     c, T = model.config, len(ids)
     after = torch.zeros(max(T - 1, 0), c.n_layer, c.n_head, T, dtype=torch.float64)
     loss_after = torch.zeros(max(T - 1, 0), c.n_layer, c.n_head, dtype=torch.float64)
     heads = [(layer, head) for layer in range(c.n_layer) for head in range(c.n_head)]
-    # the longest positions first, so the thread counts are measured on the work that costs most
+    positions = range(T - 2, -1, -1)  # the longest first: the thread counts are measured on the costliest
     with threads_for("auto", "threads", model.wte.weight.device) as threads:
-        for step in step_effects(model, ids, lr, threads.each(range(T - 2, -1, -1)), heads):
+        for step in step_effects(model, ids, lr, threads.each(positions), heads, computed_in(dtype)):
             after[step.i, step.layer, step.head, : step.i + 1] = step.after
             loss_after[step.i, step.layer, step.head] = step.loss_after
     return {"lr": lr, "after": tensor_data(after, dtype), "loss_after": tensor_data(loss_after, dtype)}
