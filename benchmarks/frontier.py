@@ -10,10 +10,12 @@ load), each on its own clock, which stops while it is evaluated on the whole val
 
 tinygpt trains one run per budget, with the recipe chosen for that budget (RECIPES below) and its
 schedule fitted to end at the budget: the script times a few steps of the recipe first and sets
-`train.max_iters` to the steps that fit, then fits it again once under the interleaved run's own load
-(steps there are slower than alone: the runs share the caches): when the run's clock passes REFIT of its
-budget, max_iters becomes the steps its own rate so far fits into the budget. A run whose clock still
-reaches its budget before its last step is stopped and scored there. nanoGPT runs each of its recipes
+`train.max_iters` to the steps that fit, then fits it again under the interleaved run's own load
+(steps there are slower than alone: the runs share the caches): when the run's clock passes 15% of its
+budget, max_iters becomes the steps its own rate so far fits into the budget, and again at half and at
+80% (REFITS), each time at the rate since the fit before (a shared machine's speed drifts: a 15-minute
+run fitted once was stopped at 94% of its steps, before its decay). A run whose clock still reaches
+its budget before its last step is stopped and scored there. nanoGPT runs each of its recipes
 once, for the longest budget, and is scored when its clock passes each budget (or when its recipe ends):
 a run whose schedule is fixed in steps does not need one run per budget. Its CPU recipe is its README's
 CPU command; its shakespeare_char recipe is config/train_shakespeare_char.py as written for a GPU
@@ -88,22 +90,25 @@ def reference_runs(nanogpt_dir: str, data, device: torch.device) -> list[Run]:
     return [cpu, gpu]
 
 
-REFIT = 0.15  # share of its budget after which a tinygpt run's max_iters is fitted to its own rate
+REFITS = (0.15, 0.5, 0.8)  # shares of its budget at which a tinygpt run's max_iters is fitted to its rate
 MARGIN = 0.98  # of the steps that fit, fitted: the last slice's overshoot and later slower steps
 
 
-def refit(run: Run, budget_s: float) -> None:
-    """max_iters set to the steps that fit into budget_s at the rate the run has stepped so far (its
-    learning rate is read from its schedule every step, so the steps still to come follow the new one)."""
-    steps = max(run.step + 1, int(MARGIN * run.step * budget_s / run.seconds))
+def refit(run: Run, budget_s: float, since: tuple[int, float] = (0, 0.0)) -> None:
+    """max_iters set to the steps run so far and those that fit into the rest of budget_s at the rate
+    stepped since `since` (a step and the run's seconds then: the last refit, so that a machine that
+    slows down or speeds up is followed). The learning rate is read from the schedule every step, so
+    the steps still to come follow the new one."""
+    rate = (run.step - since[0]) / max(run.seconds - since[1], 1e-9)  # steps a second, lately
+    steps = max(run.step + 1, run.step + int(MARGIN * rate * (budget_s - run.seconds)))
     tqdm.write(f"{run.name}: {run.step} steps in {run.seconds:.1f} s; max_iters {run.max_iters} -> {steps}")
     run.max_iters = run.schedule.max_iters = steps
 
 
 def train_all(runs: list[tuple[Run, list[float]]], data, slice_s: float, device: torch.device) -> None:
     """Train every run in turn, `slice_s` at a time, scoring each when its clock passes each of its
-    budgets (seconds) and when its schedule ends; each tinygpt run refitted once (refit)."""
-    unfitted = {id(run) for run, _ in runs if run.schedule is not None}
+    budgets (seconds) and when its schedule ends; each tinygpt run refitted at each of REFITS (refit)."""
+    fitted = {id(run): [(0, 0.0)] for run, _ in runs if run.schedule is not None}  # (step, seconds) at each
 
     def evaluate(run: Run) -> None:
         loss = split_loss(run.model, data.val, batch_size=64, progress=False)
@@ -122,9 +127,10 @@ def train_all(runs: list[tuple[Run, list[float]]], data, slice_s: float, device:
             next_mark = min(m for m in marks if m > run.seconds)
             run.train_for(min(slice_s, next_mark - run.seconds), run.max_iters, device)
             bar.update(run.seconds - before)
-            if id(run) in unfitted and run.seconds >= REFIT * marks[-1]:
-                refit(run, marks[-1])
-                unfitted.discard(id(run))
+            done = fitted.get(id(run), [])
+            if done and len(done) <= len(REFITS) and run.seconds >= REFITS[len(done) - 1] * marks[-1]:
+                refit(run, marks[-1], since=done[-1])
+                done.append((run.step, run.seconds))
             if run.seconds >= next_mark or run.step >= run.max_iters:
                 evaluate(run)
     bar.close()

@@ -11,8 +11,8 @@ def test_refit_sets_the_steps_that_fit_and_the_schedule_follows():
     schedule = TrainSection(max_iters=1000, warmup_iters=10, learning_rate=1e-2, min_lr=1e-3)
     run = frontier.Run("tinygpt 1 min", None, None, 1000, 64, step=90, seconds=9.0, schedule=schedule)
     before = lr_at(500, schedule)
-    frontier.refit(run, budget_s=60.0)  # 10 steps a second: 600 fit, 588 with the margin
-    assert run.max_iters == schedule.max_iters == int(frontier.MARGIN * 600)
+    frontier.refit(run, budget_s=60.0)  # 10 steps a second: 90 run and 510 to come, 499 with the margin
+    assert run.max_iters == schedule.max_iters == 90 + int(frontier.MARGIN * 510)
     assert lr_at(run.max_iters, schedule) == schedule.min_lr  # the decay now ends at the new last step
     assert lr_at(500, schedule) < before
 
@@ -23,3 +23,12 @@ def test_refit_never_ends_the_schedule_before_the_step_reached():
     run = frontier.Run("tinygpt 1 min", None, None, 1000, 64, step=90, seconds=59.0, schedule=schedule)
     frontier.refit(run, budget_s=60.0)
     assert run.max_iters == 91
+
+
+def test_a_later_refit_follows_the_rate_since_the_one_before():
+    """A machine that slowed down: 10 steps a second for the first 30 s, 5 since."""
+    frontier = load_benchmark("frontier")
+    schedule = TrainSection(max_iters=600, warmup_iters=10)
+    run = frontier.Run("tinygpt 1 min", None, None, 600, 64, step=350, seconds=40.0, schedule=schedule)
+    frontier.refit(run, budget_s=60.0, since=(300, 30.0))  # 20 s left at 5 a second: 100 steps
+    assert run.max_iters == 350 + int(frontier.MARGIN * 100)
