@@ -128,10 +128,13 @@ class CausalSelfAttention(nn.Module):
             f"blocks.{layer_index}.attn.{site}" for site in ("q", "k", "v", "pattern", "z")
         )
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        B, T, C = x.size()
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+        """What attention adds to the stream x (B, T, C): (B, T, C), or (B, last, C) for the last `last`
+        positions alone (every position is still read as a key and a value)."""
         at = self.hook_points.at
         q, k, v = self.c_attn(x)  # 3 × (B, nh, T, hs)
+        if last is not None:
+            q = q[:, :, -last:]  # (B, nh, last, hs): only these positions ask
         q, k, v = at(self.q, q), at(self.k, k), at(self.v, v)
         if cache is not None:
             k, v = cache.store(self.layer_index, k, v)  # (B, nh, Tk, hs): earlier positions too
@@ -141,9 +144,9 @@ class CausalSelfAttention(nn.Module):
             y = (F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights) @ v
         else:
             y = self._fused(q, k, v, dropout_p)  # (B, nh, T, hs)
-        y = at(self.z, y)
-        merged = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C): heads side by side
-        out = self.c_proj(merged)  # (B, T, C)
+        y = at(self.z, y)  # (B, nh, Tq, hs)
+        merged = y.transpose(1, 2).flatten(2)  # (B, Tq, C): heads side by side
+        out = self.c_proj(merged)  # (B, Tq, C)
         if self.training:  # dropout only while training (see the note at the top)
             out = self.resid_dropout(out)
         return out
@@ -224,12 +227,20 @@ class Block(nn.Module):
         self.hook_points = hook_points
         self.names = {site: f"blocks.{layer_index}.{site}" for site in BLOCK_POINTS}
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+        """The stream leaving the block: (B, T, C), or with `last` its last positions alone (B, last, C),
+        for a caller that reads nothing else (the later positions' own outputs are not computed)."""
         at, name = self.hook_points.at, self.names
         x = at(name["resid_pre"], x)
-        x = at(name["resid_mid"], x + at(name["attn_out"], self.attn(at(name["ln1"], self.ln_1(x)), cache)))
-        x = at(name["resid_post"], x + at(name["mlp_out"], self.mlp(at(name["ln2"], self.ln_2(x)))))
-        return x
+        attended = at(name["attn_out"], self.attn(at(name["ln1"], self.ln_1(x)), cache, last))
+        if last is not None:
+            x = x[:, -last:]  # (B, last, C)
+        return self.feed_forward(at(name["resid_mid"], x + attended))
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block's second half: the stream after attention x (B, T, C), the MLP's output added to it."""
+        at, name = self.hook_points.at, self.names
+        return at(name["resid_post"], x + at(name["mlp_out"], self.mlp(at(name["ln2"], self.ln_2(x)))))
 
 
 BLOCK_POINTS = ("resid_pre", "ln1", "attn_out", "resid_mid", "ln2", "mlp_out", "resid_post")

@@ -89,6 +89,31 @@ def test_fast_and_explicit_attention_paths_give_the_same_logits():
     assert torch.allclose(fast, explicit, atol=1e-5)
 
 
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_block_asked_for_its_last_positions_computes_those_alone_and_the_same_numbers(explicit):
+    model = small_model()
+    x = torch.randn(2, 12, 32)
+    block = model.h[2]
+    whole = block(x)  # (2, 12, 32)
+    seen = {}
+
+    def shape(t: torch.Tensor, name: str) -> None:
+        seen[name] = t.shape
+
+    sites = ["attn.q", "attn.k", "mlp.post"] + (
+        ["attn.pattern"] if explicit else []
+    )  # else torch's fused path
+    hooks = {f"blocks.2.{site}": shape for site in sites}
+    with torch.no_grad(), model.hooks(hooks):
+        for last in (1, 5, 12):
+            seen.clear()
+            assert torch.allclose(block(x, last=last), whole[:, -last:], atol=1e-6)
+            assert seen["blocks.2.attn.q"] == (2, 4, last, 8) and seen["blocks.2.attn.k"] == (2, 4, 12, 8)
+            assert seen["blocks.2.mlp.post"] == (2, last, 128)  # the MLP ran on the asked positions only
+            if explicit:
+                assert seen["blocks.2.attn.pattern"] == (2, 4, last, 12)
+
+
 def test_the_explicit_path_shows_what_each_layer_computed():
     model = small_model()
     idx = torch.randint(11, (1, 10))

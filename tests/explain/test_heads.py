@@ -245,7 +245,31 @@ def test_every_head_off_in_one_batch_gives_the_numbers_of_switching_each_off_in_
         assert r.importance_se > 0
     monkeypatch.setattr(ablate, "CHUNK_POSITIONS", 1)  # one head a pass: the same numbers
     inputs, targets = text[:, :-1], text[:, 1:]
-    assert torch.allclose(each_head_off(model, inputs, targets), per_head(model, inputs, targets), atol=1e-6)
+    every = per_head(model, inputs, targets)
+    assert torch.allclose(each_head_off(model, inputs, targets), every, atol=1e-6)
+    for last in (1, 7):  # the last positions alone: the same numbers there
+        assert torch.allclose(each_head_off(model, inputs, targets, last=last), every[..., -last:], atol=1e-6)
+
+
+def test_every_head_off_under_other_hooks_is_switching_each_off_under_them():
+    """A user's hooks stay on: another head's output replaced (attn.z, read before the heads' shares are
+    taken out) and a hook on resid_mid, which sees attention's whole output (that layer runs again)."""
+    from tinygpt.explain.ablate import each_head_off
+
+    model = small_model(seed=6)
+    text = validation_windows(torch.randint(11, (600,)), T, 4)
+    inputs, targets = text[:, :-1], text[:, 1:]
+
+    def doubled_first_head(z: torch.Tensor, name: str) -> torch.Tensor:
+        return torch.cat([2 * z[:, :1], z[:, 1:]], dim=1)  # (B, nh, T, hs)
+
+    def squashed(x: torch.Tensor, name: str) -> torch.Tensor:
+        return torch.tanh(x)
+
+    with model.hooks({"blocks.0.attn.z": doubled_first_head, "blocks.1.resid_mid": squashed}):
+        every = per_head(model, inputs, targets)
+        assert torch.allclose(each_head_off(model, inputs, targets), every, atol=1e-6)
+        assert torch.allclose(each_head_off(model, inputs, targets, last=3), every[..., -3:], atol=1e-6)
 
 
 def per_head(model: GPT, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

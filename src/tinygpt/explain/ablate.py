@@ -12,6 +12,7 @@ explicit, runs unchanged around it. tinygpt.load(...).ablate is what `--ablate`
 and `--ablate-mode` of sample, inspect and explain give.
 """
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,11 +96,18 @@ def ablated(
 CHUNK_POSITIONS = 32_768  # positions one pass of each_head_off runs at most: bounds its memory
 
 
-def rest_of_model(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
+def rest_of_model(model: GPT, x: torch.Tensor, layer: int, last: int | None = None) -> torch.Tensor:
     """The logits (B, T, vocab) when the residual stream x (B, T, C) enters block `layer`: the rest of the
-    model's forward pass (eval mode, no cache), through its hook points as forward runs them."""
-    for block in model.h[layer:]:
+    model's forward pass (eval mode, no cache), through its hook points as forward runs them. With
+    `last`, the logits of the last `last` positions alone (B, last, vocab): the final block computes no
+    others (the earlier ones still run every position, which the later ones read)."""
+    n_layer = model.config.n_layer
+    for block in model.h[layer : n_layer - 1]:
         x = block(x)
+    if layer < n_layer:
+        x = model.h[-1](x, last=last)
+    elif last is not None:
+        x = x[:, -last:]
     return model.lm_head(model.hook_points.at("ln_final", model.ln_f(x)))
 
 
@@ -122,42 +130,86 @@ def zeroing(heads: torch.Tensor, N: int) -> Hook:
     return zero
 
 
+OFF_POINTS = ["blocks.*.resid_pre", "blocks.*.attn.z", "blocks.*.resid_mid"]  # what each_head_off starts from
+
+
 @torch.no_grad()
 def each_head_off(
-    model: GPT, inputs: torch.Tensor, targets: torch.Tensor, entering: list[torch.Tensor] | None = None
+    model: GPT,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    found: dict[str, torch.Tensor] | None = None,
+    last: int | None = None,
 ) -> torch.Tensor:
     """The next-character loss at every position of inputs (N, T), against targets (N, T), with each head
     switched off alone (zero): (n_layer, n_head, N, T), the numbers `with ablated(model, [(l, h)])` gives
-    head by head.
+    head by head; with `last`, at the last `last` positions alone (n_layer, n_head, N, last).
 
-    Switching off head h of layer l changes nothing before block l, so every head of a layer starts
-    from the same stream entering it (blocks.l.resid_pre: `entering`, one per layer, else from one pass
-    here): the windows are repeated once per head in the batch, a hook on blocks.l.attn.z zeroes head h
-    in copy h, and only blocks l … n_layer − 1 run, in chunks of at most CHUNK_POSITIONS positions."""
+    Switching off head h of layer l changes nothing before c_proj of layer l reads the heads' outputs,
+    so every head of a layer starts from one pass's activations at OFF_POINTS (`found`, else from one
+    pass here): the windows are repeated once per head in the batch, copy h without head h, and only
+    the rest of the model runs, in chunks of at most CHUNK_POSITIONS positions."""
     cfg = model.config
     N, T = inputs.shape
-    if entering is None:
-        _, found = model.run_with_cache(inputs, names=["blocks.*.resid_pre"])
-        entering = [found[f"blocks.{layer}.resid_pre"] for layer in range(cfg.n_layer)]
-    out = torch.empty(cfg.n_layer, cfg.n_head, N, T)
-    for layer, x in enumerate(entering):
+    if found is None:
+        _, found = model.run_with_cache(inputs, names=OFF_POINTS)
+    scored = targets if last is None else targets[:, -last:]  # (N, S)
+    out = torch.empty(cfg.n_layer, cfg.n_head, *scored.shape)
+    for layer in range(cfg.n_layer):
         for heads in head_batches(cfg.n_head, N * T):
             k, first = len(heads), int(heads[0])
-            with model.hooks({f"blocks.{layer}.attn.z": zeroing(heads, N)}):
-                logits = rest_of_model(model, x.repeat(k, 1, 1), layer)  # (k·N, T, vocab)
-            wanted = targets.repeat(k, 1).flatten()  # (k·N·T,)
+            logits = without_heads(model, found, layer, heads, N, last)  # (k·N, S, vocab)
+            wanted = scored.repeat(k, 1).flatten()  # (k·N·S,)
             lost = F.cross_entropy(logits.flatten(0, 1).float(), wanted, reduction="none")
-            out[layer, first : first + k] = lost.view(k, N, T).cpu()
+            out[layer, first : first + k] = lost.view(k, *scored.shape).cpu()
     return out
 
 
-MEAN_WINDOWS = 16  # validation windows (each block_size long) that --ablate-mode mean averages over
+def without_heads(
+    model: GPT,
+    found: dict[str, torch.Tensor],
+    layer: int,
+    heads: torch.Tensor,
+    N: int,
+    last: int | None = None,
+) -> torch.Tensor:
+    """The logits (k·N, T, vocab) of N windows repeated k = len(heads) times, head heads[c] of `layer`
+    switched off (zero) in copy c, from one pass's activations at OFF_POINTS; with `last`, those of the
+    last `last` positions alone (k·N, last, vocab).
+
+    c_proj is linear, so zeroing head h's output z_h (N, T, hs) takes z_h·W_hᵀ out of what attention
+    adds to the stream (W_h (C, hs): c_proj's columns that read head h; its bias stays, as it does when
+    z_h is zeroed): the layer's attention is not run again, only its MLP and the blocks after it. A hook
+    on the layer's attn_out or resid_mid sees attention's whole output, so then the layer runs again
+    from the stream entering it, head h's output zeroed before c_proj reads it."""
+    k = len(heads)
+    if any(model.hook_points.watched(f"blocks.{layer}.{site}") for site in ("attn_out", "resid_mid")):
+        with model.hooks({f"blocks.{layer}.attn.z": zeroing(heads, N)}):
+            return rest_of_model(model, found[f"blocks.{layer}.resid_pre"].repeat(k, 1, 1), layer, last)
+    C, nh = model.config.n_embd, model.config.n_head
+    w = model.h[layer].attn.c_proj.weight.view(C, nh, -1)[:, heads]  # (C, k, hs)
+    z = found[f"blocks.{layer}.attn.z"][:, heads]  # (N, k, T, hs)
+    written = torch.einsum("nktd,ckd->kntc", z, w)  # (k, N, T, C): what each head adds to the stream
+    x = (found[f"blocks.{layer}.resid_mid"] - written).flatten(0, 1)  # (k·N, T, C)
+    if last is not None and layer == model.config.n_layer - 1:
+        x = x[:, -last:]  # the MLP reads each position alone: the scored ones are enough
+    return rest_of_model(model, model.h[layer].feed_forward(x), layer + 1, last)
+
+
+MEAN_POSITIONS = 1024  # validation positions --ablate-mode mean averages over: 16 windows of 64, 4 of 256
+MEAN_WINDOWS = 16  # at most, each block_size long
+
+
+def mean_windows(val: torch.Tensor, block_size: int) -> torch.Tensor:
+    """The validation windows whose mean head outputs --ablate-mode mean puts in a head's place: (N, T),
+    inputs only, MEAN_POSITIONS positions' worth (at most MEAN_WINDOWS windows, or all val holds)."""
+    count = max(1, min(MEAN_WINDOWS, math.ceil(MEAN_POSITIONS / block_size)))
+    return validation_windows(val, block_size, count)[:, :-1]
 
 
 def validation_means(model: GPT, saved: Checkpoint, checkpoint: str | Path) -> list[torch.Tensor]:
     """What --ablate-mode mean puts in a head's place: each layer's mean head outputs, (nh·hs,) per
-    layer, over MEAN_WINDOWS windows of the validation text the checkpoint was trained on."""
+    layer, over mean_windows of the validation text the checkpoint was trained on."""
     block = model.config.block_size
-    val = validation_split_of(saved, block, checkpoint)
-    windows = validation_windows(val, block, MEAN_WINDOWS)[:, :-1]  # (N, T): inputs only
+    windows = mean_windows(validation_split_of(saved, block, checkpoint), block)
     return mean_head_outputs(model, windows.to(model.wte.weight.device))

@@ -7,7 +7,8 @@ fixed seed). A head's entropy is the mean, over queries, of −Σ_j w_j·ln w_j 
 position; ln(i + 1): spread evenly). Its importance is how much the validation loss on the same
 windows rises when that head alone is switched off (zero ablation, tinygpt.explain.ablate); the
 induction loss, the loss on the probes' second copies, is given with each head off too. Every head
-off is one batched pass per layer from the stream entering it (tinygpt.explain.ablate.each_head_off).
+off is one batched pass per layer from the stream after that layer's attention, the head's share of it
+taken out (tinygpt.explain.ablate.each_head_off).
 Each head is also described in words (tinygpt.explain.describe): where it looks, at what,
 and what switching it off costs.
 """
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 
 from tinygpt.data.corpus import validation_windows, window_count
 from tinygpt.errors import UserError
-from tinygpt.explain.ablate import each_head_off
+from tinygpt.explain.ablate import OFF_POINTS, each_head_off
 from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
 from tinygpt.explain.heads_cache import heads_key, keep, read_kept
 from tinygpt.explain.roles import (
@@ -204,15 +205,15 @@ def scoring_probes(vocab_size: int, block_size: int, avoid: list[int] | tuple = 
 
 
 @torch.no_grad()
-def scored_pass(model: GPT, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """One pass over ids (N, T): the logits, each layer's attention weights (N, nh, T, T) and the stream
-    entering each block (N, T, C), which each_head_off starts from."""
+def scored_pass(
+    model: GPT, ids: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor], dict[str, torch.Tensor]]:
+    """One pass over ids (N, T): the logits, each layer's attention weights (N, nh, T, T) and the
+    activations each_head_off starts from (ablate.OFF_POINTS)."""
     model.eval()
-    names = ["blocks.*.attn.pattern", "blocks.*.resid_pre"]
-    logits, found = model.run_with_cache(ids, names=names)
-    layers = range(model.config.n_layer)
-    weights = [found[f"blocks.{layer}.attn.pattern"].float() for layer in layers]
-    return logits, weights, [found[f"blocks.{layer}.resid_pre"] for layer in layers]
+    logits, found = model.run_with_cache(ids, names=["blocks.*.attn.pattern", *OFF_POINTS])
+    weights = [found[f"blocks.{layer}.attn.pattern"].float() for layer in range(model.config.n_layer)]
+    return logits, weights, found
 
 
 def next_targets(ids: torch.Tensor) -> torch.Tensor:
@@ -238,14 +239,16 @@ def head_reports(
     text = validation_windows(val_ids, cfg.block_size, windows)  # (N, T + 1)
     inputs, targets = text[:, :-1], text[:, 1:]  # (N, T) each
     probes = scoring_probes(cfg.vocab_size, cfg.block_size, ends.any)  # (P, 2·half)
-    logits, text_weights, text_entering = scored_pass(model, inputs)
-    probe_logits, probe_weights, probe_entering = scored_pass(model, probes)
+    logits, text_weights, text_found = scored_pass(model, inputs)
+    probe_logits, probe_weights, probe_found = scored_pass(model, probes)
     copies = induction_keys(*probes.shape).any(dim=-1)  # (P, 2·half): queries with an induction key
     base = position_losses(logits, targets)  # (N, T)
-    off = each_head_off(model, inputs, targets, text_entering)  # (L, nh, N, T)
+    off = each_head_off(model, inputs, targets, text_found)  # (L, nh, N, T)
     probe_targets = next_targets(probes)
     base_induction = position_losses(probe_logits, probe_targets)[copies].mean().item()
-    off_induction = each_head_off(model, probes, probe_targets, probe_entering)[..., copies].mean(dim=-1)
+    scored = probes.size(1) - int(copies.any(dim=0).nonzero().min())  # the last positions with a copy
+    off_probes = each_head_off(model, probes, probe_targets, probe_found, last=scored)  # (L, nh, P, scored)
+    off_induction = off_probes[..., copies[:, -scored:]].mean(dim=-1)
     cost = (off - base).mean(dim=-1)  # (L, nh, N): each window's loss increase
     spread = cost.std(dim=-1) / math.sqrt(cost.size(-1)) if cost.size(-1) > 1 else None
     found = [p for w in text_weights for p in profiles(w, inputs, chars)]

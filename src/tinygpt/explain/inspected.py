@@ -13,8 +13,7 @@ from pathlib import Path
 
 import torch
 
-from tinygpt.data.corpus import validation_windows
-from tinygpt.explain.ablate import MEAN_WINDOWS, mean_head_outputs
+from tinygpt.explain.ablate import mean_head_outputs, mean_windows
 from tinygpt.explain.heads import Heads, check_windows, kept_heads, scoring_text
 from tinygpt.explain.roles import Boundaries
 from tinygpt.files.checkpoint import Checkpoint
@@ -51,13 +50,12 @@ class Inspected:
         return self._heads[key]
 
     def means(self) -> list[torch.Tensor]:
-        """Each layer's mean head outputs over MEAN_WINDOWS validation windows, (nh·hs,) per layer: what
-        --ablate-mode mean puts in a switched-off head's place."""
+        """Each layer's mean head outputs over ablate.mean_windows of the validation text, (nh·hs,) per
+        layer: what --ablate-mode mean puts in a switched-off head's place."""
         key = self._weights()
         if key not in self._means or self.model.hook_points.active:
             val, _ = self.validation()
-            block = self.model.config.block_size
-            windows = validation_windows(val, block, MEAN_WINDOWS)[:, :-1]  # (N, T): inputs only
+            windows = mean_windows(val, self.model.config.block_size)  # (N, T): inputs only
             found = mean_head_outputs(self.model, windows.to(self.model.wte.weight.device))
             if self.model.hook_points.active:
                 return found
