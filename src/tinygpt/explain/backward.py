@@ -176,35 +176,51 @@ def step_effects(
     """Step 7 for each position i in `positions` and each (layer, head) in `heads`, in that order.
 
     One copy of the model in `dtype` serves every case: float64, unless the numbers are kept coarser (a
-    page that carries them in float16 computes them in float32, in half the time). The loss at i and
-    its gradient do not depend on which head then steps, so per position one forward and backward pass
-    gives every head's gradient.
+    page that carries them in float16 computes them in float32, in half the time). Attention is causal,
+    so one forward pass over the prompt gives every position's loss and activations as a pass over the
+    characters up to it would; the loss at i and its gradient do not depend on which head then steps,
+    so per position one backward pass gives every head's gradient.
     Then per layer every asked head's rows step at once (a head's q, k, v rows make only that head's
     pattern and output), and one batch runs from that layer on (the layers before it are unchanged:
     their output is kept from the first pass), copy b with only head b's output stepped, every other
     head's as before; the rows are then put back as they were.
     """
     exact = copy.deepcopy(model).to(dtype).eval()
+    stepped = copy.deepcopy(exact)  # stepped and put back: the backward passes read exact's weights
     device = exact.wte.weight.device
-    attns = {layer: exact.h[layer].attn.c_attn for layer, _ in heads}
-    params = [p for c_attn in attns.values() for p in c_attn.parameters()]  # weight (3C, C), bias (3C,)
+    params, twins = attention_rows(exact, heads), attention_rows(stepped, heads)
+    prompt = torch.tensor([ids], device=device)  # (1, T)
     names = ["blocks.*.attn.pattern", "blocks.*.attn.z", "blocks.*.resid_pre"]
+    logits, whole = exact.run_with_cache(prompt, names=names)
+    losses = F.cross_entropy(logits[0, :-1], prompt[0, 1:], reduction="none")  # (T − 1,)
     for i in positions:
-        idx = torch.tensor([ids[: i + 1]], device=device)  # later characters do not matter
-        target = torch.tensor(ids[i + 1], device=device)
-        logits, found = exact.run_with_cache(idx, names=names)
-        loss = F.cross_entropy(logits[0, i], target)
-        grads = dict(zip(params, torch.autograd.grad(loss, params), strict=True))
+        target, loss = prompt[0, i + 1], losses[i]
+        grads = dict(zip(twins, torch.autograd.grad(loss, params, retain_graph=True), strict=True))
+        found = {name: up_to(name, t, i + 1) for name, t in whole.items()}  # later characters do not matter
         after = {}
         for layer in dict.fromkeys(layer for layer, _ in heads):
             mine = [head for at, head in heads if at == layer]
             with torch.no_grad():
-                weights, losses = layer_stepped(exact, found, grads, layer, mine, lr, target)
-            after |= {(layer, head): (weights[b, head, i], losses[b]) for b, head in enumerate(mine)}
+                weights, lost = layer_stepped(stepped, found, grads, layer, mine, lr, target)
+            after |= {(layer, head): (weights[b, head, -1], lost[b]) for b, head in enumerate(mine)}  # row i
         for layer, head in heads:
             weights, loss_after = after[layer, head]
             before = found[f"blocks.{layer}.attn.pattern"][0, head, i].detach().cpu()
             yield StepEffect(layer, head, i, before, weights.cpu(), loss.item(), loss_after.item())
+
+
+def attention_rows(model: GPT, heads: list[tuple[int, int]]) -> list[torch.Tensor]:
+    """c_attn's weight (3C, C) and bias (3C,) of each layer of heads: what step 7 steps."""
+    layers = dict.fromkeys(layer for layer, _ in heads)
+    return [p for layer in layers for p in model.h[layer].attn.c_attn.parameters()]
+
+
+def up_to(name: str, t: torch.Tensor, n: int) -> torch.Tensor:
+    """Activation t of a pass over the prompt as a pass over its first n characters gives it: the first n
+    positions (a pattern's first n rows and columns)."""
+    if name.endswith("pattern"):
+        return t[:, :, :n, :n]  # (1, nh, n, n)
+    return t[:, :n] if name.endswith("resid_pre") else t[:, :, :n]  # (1, n, C) or (1, nh, n, hs)
 
 
 def layer_stepped(
@@ -212,7 +228,8 @@ def layer_stepped(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The heads of one layer each stepped alone, as one batch of len(heads) = k copies of the position
     (n = i + 1 characters) from the first pass `found`: every copy's pattern (k, nh, n, n) with the
-    heads' rows stepped, and copy b's loss at the last position with head b's output alone stepped (k,)."""
+    heads' rows stepped ((k, nh, 1, n), its last row, in the final layer, which computes the last position
+    alone), and copy b's loss at the last position with head b's output alone stepped (k,)."""
     c_attn = model.h[layer].attn.c_attn
     rows = torch.cat([head_rows(model, head) for head in heads])
     kept = [(p, p[rows].clone()) for p in c_attn.parameters()]
@@ -222,8 +239,8 @@ def layer_stepped(
     unchanged = found[z_name].detach()  # (1, nh, n, hs): every head's output before the step
     copies, chosen = torch.arange(len(heads)), torch.tensor(heads)
 
-    def one_head_stepped(z: torch.Tensor, name: str) -> torch.Tensor:
-        mixed = unchanged.expand_as(z).clone()  # (k, nh, n, hs)
+    def one_head_stepped(z: torch.Tensor, name: str) -> torch.Tensor:  # the final layer: the last row alone
+        mixed = unchanged[:, :, -z.size(2) :].expand_as(z).clone()  # (k, nh, n or 1, hs)
         mixed[copies, chosen] = z[copies, chosen]
         return mixed
 
@@ -237,11 +254,12 @@ def layer_stepped(
 
 
 def logits_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
-    """The logits (B, T, vocab) when the residual stream x (B, T, C) enters block `layer`: the rest of
-    the model's forward pass (in eval mode, without a cache)."""
-    for block in model.h[layer:]:
+    """The logits at the last position (B, 1, vocab) when the residual stream x (B, T, C) enters block
+    `layer`: the rest of the model's forward pass (in eval mode, without a cache), the final block
+    computing the last position alone."""
+    for block in model.h[layer:-1]:
         x = block(x)
-    return model.lm_head(model.ln_f(x))
+    return model.lm_head(model.ln_f(model.h[-1](x, last=1)))
 
 
 def head_rows(model: GPT, head: int) -> torch.Tensor:

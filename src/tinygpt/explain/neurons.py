@@ -194,7 +194,7 @@ def layer_neurons(
     """Every neuron of one layer, from a pass over the windows (N, T + 1) and its direct effects (4C, vocab);
     with `listed`, only its `listed` costliest (by_cost's order), each described as in the whole layer."""
     acts = found.acts[layer]  # (N, 4C)
-    largest, mean = acts.max(dim=0).values, acts.mean(dim=0)  # (4C,)
+    largest, mean = acts.amax(dim=0), acts.mean(dim=0)  # (4C,); amax: max(dim=0) also finds where, slowly
     thresholds = torch.where(largest > 0, FIRING * largest, torch.full_like(largest, float("inf")))
     density = (acts > thresholds).double().mean(dim=0)  # (4C,)
     cost = (mean.double() * found.grad_sum[layer] - found.grad_dot[layer]).float()  # (4C,): Σ (μ − a)·g
