@@ -229,7 +229,7 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
         """The stream leaving the block: (B, T, C), or with `last` its last positions alone (B, last, C),
-        for a caller that reads nothing else (the later positions' own outputs are not computed)."""
+        for a caller that reads nothing else (the other positions are read as keys and values only)."""
         at, name = self.hook_points.at, self.names
         x = at(name["resid_pre"], x)
         attended = at(name["attn_out"], self.attn(at(name["ln1"], self.ln_1(x)), cache, last))

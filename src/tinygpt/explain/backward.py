@@ -239,8 +239,9 @@ def layer_stepped(
     unchanged = found[z_name].detach()  # (1, nh, n, hs): every head's output before the step
     copies, chosen = torch.arange(len(heads)), torch.tensor(heads)
 
-    def one_head_stepped(z: torch.Tensor, name: str) -> torch.Tensor:  # the final layer: the last row alone
-        mixed = unchanged[:, :, -z.size(2) :].expand_as(z).clone()  # (k, nh, n or 1, hs)
+    def one_head_stepped(z: torch.Tensor, name: str) -> torch.Tensor:
+        # (k, nh, n, hs); in the final layer, which computes the last position alone, (k, nh, 1, hs)
+        mixed = unchanged[:, :, -z.size(2) :].expand_as(z).clone()
         mixed[copies, chosen] = z[copies, chosen]
         return mixed
 
