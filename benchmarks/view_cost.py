@@ -5,7 +5,7 @@ code before issue 38 and after), interleaved.
 
     python benchmarks/view_cost.py --make DIR          # the checkpoints (once)
     python benchmarks/view_cost.py --time DIR --tree before=/path/src --tree after=/path/src \
-        [--repeats 3] [--sizes cpu,10M,25M] [--out FILE.json]
+        [--repeats 3] [--sizes cpu,10M,25M] [--deep] [--out FILE.json]
 
 The weights are untrained (what a view costs does not depend on their values); each checkpoint's
 config names a generated corpus file beside it (speaker lines of random words, as the tests make), so
@@ -13,7 +13,9 @@ the head scores, the ablation means and the circuit view are all computed. Each 
 fresh process with PYTHONPATH at the tree; the run directory's cache/ is removed before `inspect
 --heads`, `explain --html` and the notebook, so those start cold; `inspect --heads` again and `inspect
 --circuits` run on the scores the first `inspect --heads` kept. Prints a table of medians and the after/before
-ratio; --out keeps every time.
+ratio; --out keeps every time. --deep adds the neurons' and the features' views: `inspect --neurons`
+cold and again, `features --layer 1` (training the dictionary, its default 600,000 positions) and
+`inspect --features` on it.
 """
 
 import argparse
@@ -96,15 +98,27 @@ print(t1 - t0, t2 - t1, t3 - t2)
 """
 
 
-def commands(checkpoint: Path, page: Path) -> dict[str, tuple[bool, list[str]]]:
-    """Each command timed, in order, and whether the run's cache/ is removed before it (a cold start)."""
+def commands(checkpoint: Path, page: Path, deep: bool = False) -> dict[str, tuple[bool, list[str]]]:
+    """Each command timed, in order, and whether the run's cache/ (and features/) is removed before it (a
+    cold start); with `deep`, the neurons' and the features' views too."""
     run = [sys.executable, "-m", "tinygpt"]
-    return {
+    found = {
         "inspect --heads": (True, [*run, "inspect", str(checkpoint), "--heads"]),
         "inspect --heads (again)": (False, [*run, "inspect", str(checkpoint), "--heads"]),
         "inspect --circuits (heads kept)": (False, [*run, "inspect", str(checkpoint), "--circuits"]),
         "explain --html": (True, [*run, "explain", str(checkpoint), "--prompt", PROMPT, "--html", str(page)]),
     }
+    if deep:
+        found |= {
+            "inspect --neurons": (True, [*run, "inspect", str(checkpoint), "--neurons"]),
+            "inspect --neurons (again)": (False, [*run, "inspect", str(checkpoint), "--neurons"]),
+            "features --layer 1 (trains it)": (
+                True,
+                [*run, "features", str(checkpoint), "--layer", "1", "--quiet"],
+            ),
+            "inspect --features": (False, [*run, "inspect", str(checkpoint), "--features"]),
+        }
+    return found
 
 
 def timed(command: list[str], src: str) -> float:
@@ -124,12 +138,14 @@ def notebook(checkpoint: Path, src: str) -> tuple[float, float, float]:
     return importing, first, second
 
 
-def one_round(run_dir: Path, trees: dict[str, str], times: dict) -> None:
+def one_round(run_dir: Path, trees: dict[str, str], times: dict, deep: bool) -> None:
     """Every command once for every tree, in turn, the run's cache removed before each cold one."""
     for tree, src in trees.items():
-        for what, (cold, command) in commands(run_dir / "best.pt", run_dir / f"page.{tree}.html").items():
+        page = run_dir / f"page.{tree}.html"
+        for what, (cold, command) in commands(run_dir / "best.pt", page, deep).items():
             if cold:
                 shutil.rmtree(run_dir / "cache", ignore_errors=True)
+                shutil.rmtree(run_dir / "features", ignore_errors=True)
             times.setdefault(what, {}).setdefault(tree, []).append(timed(command, src))
         shutil.rmtree(run_dir / "cache", ignore_errors=True)
         named = ("notebook: import torch", "notebook: load and a first view", "notebook: the same view again")
@@ -145,6 +161,9 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(SIZES))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--deep", action="store_true", help="also inspect --neurons, features, inspect --features"
+    )
     args = parser.parse_args()
     if args.make:
         make(args.make)
@@ -154,7 +173,7 @@ def main() -> None:
     for size in args.sizes.split(","):
         times: dict = {}
         for _ in range(args.repeats):
-            one_round(args.time / size, trees, times)
+            one_round(args.time / size, trees, times, args.deep)
         results[size] = times
         for what, by_tree in times.items():
             medians = {tree: statistics.median(ts) for tree, ts in by_tree.items()}
