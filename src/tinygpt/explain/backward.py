@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from tinygpt.errors import UserError
+from tinygpt.explain.ablate import rest_of_model
 from tinygpt.explain.glyphs import num, quoted, vec
 from tinygpt.generation.kv_cache import KVCache
 from tinygpt.hooks import caught
@@ -247,20 +248,11 @@ def layer_stepped(
 
     entering = found[f"blocks.{layer}.resid_pre"].detach()  # (1, n, C)
     with model.hooks({pattern: caught(stepped), z_name: one_head_stepped}):
-        logits = logits_from(model, entering.expand(len(heads), -1, -1), layer)  # (k, n, vocab)
+        logits = rest_of_model(model, entering.expand(len(heads), -1, -1), layer, last=1)  # (k, 1, vocab)
     for p, rows_before in kept:
         p[rows] = rows_before
     losses = F.cross_entropy(logits[:, -1], target.expand(len(heads)), reduction="none")  # (k,)
     return stepped[pattern], losses
-
-
-def logits_from(model: GPT, x: torch.Tensor, layer: int) -> torch.Tensor:
-    """The logits at the last position (B, 1, vocab) when the residual stream x (B, T, C) enters block
-    `layer`: the rest of the model's forward pass (in eval mode, without a cache), the final block
-    computing the last position alone."""
-    for block in model.h[layer:-1]:
-        x = block(x)
-    return model.lm_head(model.ln_f(model.h[-1](x, last=1)))
 
 
 def head_rows(model: GPT, head: int) -> torch.Tensor:
