@@ -254,6 +254,11 @@ def window_count(ids: torch.Tensor, block_size: int) -> int:
     return max(0, len(ids) - block_size)
 
 
+def windows_for(positions: int, block_size: int, most: int) -> int:
+    """How many windows of block_size hold `positions` positions: at least one, at most `most`."""
+    return max(1, min(most, -(-positions // block_size)))
+
+
 def validation_windows(ids: torch.Tensor, block_size: int, count: int) -> torch.Tensor:
     """`count` windows of block_size + 1 ids at evenly spaced starts through the split: (N, T + 1);
     at most as many as there are (`window_count`), whatever count asks."""

@@ -12,7 +12,6 @@ explicit, runs unchanged around it. tinygpt.load(...).ablate is what `--ablate`
 and `--ablate-mode` of sample, inspect and explain give.
 """
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from tinygpt.data.corpus import validation_windows
+from tinygpt.data.corpus import validation_windows, windows_for
 from tinygpt.errors import UserError
 from tinygpt.explain.validation import validation_split_of
 from tinygpt.files.checkpoint import Checkpoint
@@ -203,8 +202,7 @@ MEAN_WINDOWS = 16  # at most, each block_size long
 def mean_windows(val: torch.Tensor, block_size: int) -> torch.Tensor:
     """The validation windows whose mean head outputs --ablate-mode mean puts in a head's place: (N, T),
     inputs only, MEAN_POSITIONS positions' worth (at most MEAN_WINDOWS windows, or all val holds)."""
-    count = max(1, min(MEAN_WINDOWS, math.ceil(MEAN_POSITIONS / block_size)))
-    return validation_windows(val, block_size, count)[:, :-1]
+    return validation_windows(val, block_size, windows_for(MEAN_POSITIONS, block_size, MEAN_WINDOWS))[:, :-1]
 
 
 def validation_means(model: GPT, saved: Checkpoint, checkpoint: str | Path) -> list[torch.Tensor]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from tinygpt.data.corpus import validation_windows, window_count
+from tinygpt.data.corpus import validation_windows, window_count, windows_for
 from tinygpt.errors import UserError
 from tinygpt.explain.ablate import OFF_POINTS, each_head_off
 from tinygpt.explain.describe import LIFT, SHARE, describe, profiles
@@ -190,7 +190,7 @@ POSITIONS = 1024  # positions scored by default: WINDOWS windows of 64 (configs/
 
 def default_count(block_size: int, most: int = WINDOWS) -> int:
     """Windows (or probes) of about block_size scored by default: POSITIONS of them, at most `most`."""
-    return max(1, min(most, math.ceil(POSITIONS / block_size)))
+    return windows_for(POSITIONS, block_size, most)
 
 
 def probe_count(block_size: int) -> int:

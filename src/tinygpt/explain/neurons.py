@@ -46,7 +46,6 @@ matches, and a whole layer's file, written later, replaces it (the page then rea
 import dataclasses
 import io
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from tinygpt.data.corpus import validation_windows
+from tinygpt.data.corpus import validation_windows, windows_for
 from tinygpt.errors import UserError
 from tinygpt.explain.explanations import explain_many, top_contexts
 from tinygpt.explain.glyphs import glyph, pad
@@ -144,7 +143,7 @@ class Pass:
 def scoring_windows(val: torch.Tensor, block_size: int) -> torch.Tensor:
     """The validation windows neurons are measured on: (N, T + 1), POSITIONS positions' worth, at most
     WINDOWS of them (or all there are)."""
-    return validation_windows(val, block_size, min(WINDOWS, math.ceil(POSITIONS / block_size)))
+    return validation_windows(val, block_size, windows_for(POSITIONS, block_size, WINDOWS))
 
 
 def forward_backward(model: GPT, windows: torch.Tensor, layers: list[int], progress: bool) -> Pass:
