@@ -18,6 +18,7 @@ identity, and during generation, where one position runs through every layer,
 Python's cost per call is comparable to the arithmetic (BENCHMARKS.md).
 """
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -300,6 +301,7 @@ class GPT(nn.Module):
         targets: torch.Tensor | None = None,
         cache: KVCache | None = None,
         last_only: bool = False,
+        stop_at_layer: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logits for every position (or only the last), and the loss when targets are given.
 
@@ -308,20 +310,28 @@ class GPT(nn.Module):
             targets: the next character at each position (B, T), or None.
             cache: keys and values of earlier positions, extended in place.
             last_only: compute logits for the last position only (generation).
+            stop_at_layer: run blocks 0 … stop_at_layer − 1 only and return the stream entering block
+                stop_at_layer in place of the logits (TransformerLens's name): for a caller that reads
+                an early hook point alone. Not with a cache or targets.
 
         Returns:
-            (logits (B, T, vocab) or (B, 1, vocab), mean cross-entropy loss or None).
+            (logits (B, T, vocab) or (B, 1, vocab), mean cross-entropy loss or None); with
+            stop_at_layer, (the stream (B, T, C), None).
         """
         B, T = idx.size()
         offset = cache.length if cache is not None else 0
         if offset + T > self.config.block_size:
             raise ValueError(f"sequence of {offset + T} exceeds block_size {self.config.block_size}")
+        if stop_at_layer is not None and (cache is not None or targets is not None):
+            raise ValueError("stop_at_layer returns the stream: it takes neither a cache nor targets")
         at = self.hook_points.at
         x = at("embed", self.wte(idx)) + at("pos_embed", self.wpe(T, offset))  # (B, T, C)
         if self.training:  # dropout only while training (see the note at the top)
             x = self.drop(x)
-        for block in self.h:
+        for block in itertools.islice(self.h, stop_at_layer):  # every block when None
             x = block(x, cache)
+        if stop_at_layer is not None:
+            return x, None
         if cache is not None:
             cache.advance(T)
         x = at("ln_final", self.ln_f(x))  # (B, T, C)

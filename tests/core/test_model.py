@@ -127,6 +127,23 @@ def test_the_explicit_path_shows_what_each_layer_computed():
     assert not model.hook_points.active  # back on the fast path after the run
 
 
+def test_stopping_at_a_layer_runs_the_blocks_before_it_alone_and_returns_their_stream():
+    model = small_model()
+    idx = torch.randint(11, (2, 10))
+    seen = []
+    with torch.no_grad(), model.hooks({"blocks.*.resid_post": lambda x, name: seen.append(name)}):
+        _, whole = model.run_with_cache(idx, names=["blocks.*.resid_post", "embed"])
+        seen.clear()
+        for layer in range(4):
+            stream, loss = model(idx, stop_at_layer=layer)
+            entering = whole[f"blocks.{layer - 1}.resid_post"] if layer else whole["embed"] + model.wpe(10)
+            assert loss is None and torch.equal(stream, entering)
+            assert seen == [f"blocks.{i}.resid_post" for i in range(layer)]  # no block after it ran
+            seen.clear()
+    with pytest.raises(ValueError, match="stop_at_layer"):
+        model(idx, targets=idx, stop_at_layer=1)
+
+
 def test_too_long_input_is_rejected():
     with pytest.raises(ValueError, match="block_size"):
         small_model()(torch.zeros(1, 17, dtype=torch.long))

@@ -151,6 +151,37 @@ def test_the_spliced_loss_is_the_loss_with_a_hook_replacing_by_the_reconstructio
     assert found["spliced_loss"] != pytest.approx(found["loss"], abs=1e-6)  # the splice did change something
 
 
+@pytest.mark.parametrize("hook", ["blocks.0.mlp_out", "blocks.0.resid_post", "blocks.1.resid_post"])
+def test_assess_gives_what_whole_passes_with_a_replacing_hook_give_at_every_site(run, hook):
+    """assess runs the blocks before the hook once and the rest three times from there: the losses and
+    the last stream's scale are those of whole forward passes, at a first layer and at the last one."""
+    checkpoint = read_checkpoint(run / "best.pt")
+    model = checkpoint.build_model().eval()
+    x, y = evaluation_windows(corpus_of(checkpoint, 16, run / "best.pt").val, 16, positions=2048)
+    torch.manual_seed(0)
+    dictionary = TopKDictionary(32, SIZE, K).eval()
+
+    def loss(replace) -> float:
+        hooks = {hook: lambda a, _n: replace(a)} if replace else {}
+        with torch.no_grad(), model.hooks(hooks):
+            return model(x, y)[1].item()
+
+    def spliced(a: torch.Tensor) -> torch.Tensor:
+        return dictionary(a.reshape(-1, a.size(-1)))[0].view_as(a)
+
+    with torch.no_grad():
+        _, cache = model.run_with_cache(x, names=[hook, "blocks.1.resid_post"])
+    assert model.config.n_layer == 2
+    last = cache["blocks.1.resid_post"]  # (W, T, C): the last stream
+    scale = (last.var(dim=-1, unbiased=False) + 1e-5).sqrt().mean().item()
+    found = assess(model, dictionary, hook, x, y)
+    assert found.summary["loss"] == pytest.approx(loss(None), abs=1e-5)
+    assert found.summary["spliced_loss"] == pytest.approx(loss(spliced), abs=1e-5)
+    assert found.summary["zero_loss"] == pytest.approx(loss(torch.zeros_like), abs=1e-5)
+    assert found.stream_scale == pytest.approx(scale, rel=1e-5)
+    assert torch.equal(found.indices, dictionary.top(cache[hook].reshape(-1, 32))[1])
+
+
 @pytest.mark.parametrize("damage", DAMAGE, ids=DAMAGE)
 def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path, capsys, damage):
     copy = Path(shutil.copytree(run, tmp_path / "copy"))

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from tinygpt.explain.ablate import rest_of_model
 from tinygpt.explain.dictionary import TopKDictionary, quality
+from tinygpt.hooks import caught
 from tinygpt.model import GPT
 
 EVAL_POSITIONS = 65_536
@@ -56,43 +58,68 @@ def reconstruction(dictionary: TopKDictionary) -> Replace:
     return replace
 
 
+def layer_of(hook: str) -> int:
+    """'blocks.L.site' -> L."""
+    return int(hook.split(".")[1])
+
+
 @torch.no_grad()
-def loss_with(model: GPT, hook: str, replace: Replace | None, x: torch.Tensor, y: torch.Tensor) -> float:
-    """The model's mean loss on x -> y (W, T) with the activation at `hook` replaced (None: as it is)."""
-    hooks = {hook: lambda acts, _name: replace(acts)} if replace is not None else {}
-    total = 0.0
+def up_to(model: GPT, hook: str, xb: torch.Tensor) -> tuple[torch.Tensor, Replace]:
+    """The activation at `hook` (blocks.L.mlp_out or blocks.L.resid_post) on windows xb (w, T) as rows
+    (w·T, d), from a pass that stops after block L; and the stream entering block L + 1 made with
+    another activation a (w, T, d) in its place: resid_mid + a for mlp_out (as the block adds them), a
+    for resid_post."""
+    layer = layer_of(hook)
+    mid = f"blocks.{layer}.resid_mid"
+    _, found = model.run_with_cache(xb, names=[hook, mid], stop_at_layer=layer + 1)
+    acts = found[hook]  # (w, T, d)
+    if hook.endswith("resid_post"):
+        return acts.reshape(-1, acts.size(-1)), lambda a: a
+    return acts.reshape(-1, acts.size(-1)), lambda a: found[mid] + a
+
+
+@torch.no_grad()
+def activations_at(model: GPT, hook: str, x: torch.Tensor) -> torch.Tensor:
+    """The activations at `hook` on x (W, T) as rows (W·T, d), the forward passes stopping at its layer."""
     device = model.wte.weight.device
-    with model.hooks(hooks):
-        for xb, yb in zip(x.split(WINDOWS), y.split(WINDOWS), strict=True):
-            logits, _ = model(xb.to(device))  # (w, T, vocab)
-            total += F.cross_entropy(
-                logits.flatten(0, 1).float(), yb.to(device).flatten(), reduction="sum"
-            ).item()
-    return total / x.numel()
+    return torch.cat([up_to(model, hook, xb.to(device))[0].float() for xb in x.split(WINDOWS)])
 
 
-@torch.no_grad()
-def activations_at(model: GPT, hook: str, x: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """The activations at `hook` on x (W, T) as rows (W·T, d), and the last stream's mean deviation."""
-    last = f"blocks.{model.config.n_layer - 1}.resid_post"  # what ln_f normalises
-    rows, spread = [], 0.0
-    for xb in x.split(WINDOWS):
-        _, found = model.run_with_cache(xb.to(model.wte.weight.device), names=[hook, last])
-        rows.append(found[hook].reshape(-1, found[hook].size(-1)).float())
-        spread += (found[last].float().var(dim=-1, unbiased=False) + 1e-5).sqrt().sum().item()
-    return torch.cat(rows), spread / x.numel()
+def summed_loss(logits: torch.Tensor, y: torch.Tensor) -> float:
+    """The summed cross-entropy of logits (w, T, vocab) against y (w, T)."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="sum").item()
 
 
 @torch.no_grad()
 def assess(model: GPT, dictionary: TopKDictionary, hook: str, x: torch.Tensor, y: torch.Tensor) -> Evaluation:
-    """The dictionary of `hook` scored on x -> y (W, T) (the numbers at the top), with its latents there."""
+    """The dictionary of `hook` scored on x -> y (W, T) (the numbers at the top), with its latents there.
+
+    Each batch of windows runs up to the hook's block once; the rest of the model then runs three
+    times from there, with the activation as it is, reconstructed and zeroed: the losses a replacing
+    hook on a whole forward pass gives, for fewer passes through the blocks before it."""
     model.eval()
-    acts, stream_scale = activations_at(model, hook, x)  # (N, d)
+    device, layer = model.wte.weight.device, layer_of(hook)
+    final = f"blocks.{model.config.n_layer - 1}.resid_post"  # what ln_f normalises
+    replacements = {"loss": None, "spliced_loss": reconstruction(dictionary), "zero_loss": torch.zeros_like}
+    totals = dict.fromkeys(replacements, 0.0)
+    rows, spread = [], 0.0
+    for xb, yb in zip(x.split(WINDOWS), y.split(WINDOWS), strict=True):
+        acts, entering = up_to(model, hook, xb.to(device))  # (w·T, d)
+        acts = acts.view(*xb.shape, -1)  # (w, T, d)
+        for name, replace in replacements.items():
+            kept = {}
+            stream = entering(acts if replace is None else replace(acts))  # (w, T, C)
+            with model.hooks({final: caught(kept)}):
+                logits = rest_of_model(model, stream, layer + 1)  # (w, T, vocab)
+            totals[name] += summed_loss(logits, yb.to(device))
+            if replace is None:
+                last = kept.get(final, stream)  # (w, T, C): the hook's own block is the last one
+                spread += (last.float().var(dim=-1, unbiased=False) + 1e-5).sqrt().sum().item()
+        rows.append(acts.flatten(0, 1).float())
+    acts, stream_scale = torch.cat(rows), spread / x.numel()  # (N, d)
+    clean, spliced, zero = (totals[name] / x.numel() for name in replacements)
     found = quality(dictionary, acts)
     densities = found.pop("densities")
-    clean = loss_with(model, hook, None, x, y)
-    spliced = loss_with(model, hook, reconstruction(dictionary), x, y)
-    zero = loss_with(model, hook, torch.zeros_like, x, y)
     recovered = (zero - spliced) / (zero - clean) if zero > clean else float("nan")
     summary = found | {
         "positions": x.numel(),

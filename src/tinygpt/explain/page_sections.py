@@ -133,7 +133,7 @@ def context_shading(
     x, _ = evaluation_windows(corpus_of(saved, T, path).val, T)
     x = x[: -(-DESCRIBED // T)]  # (W, T): the windows holding the described characters
     text = "".join(saved.chars[i] for i in x.flatten().tolist())[:DESCRIBED]
-    acts = activations_at(model, f"blocks.{features.layer}.{features.site}", x)[0].cpu()  # (N, d)
+    acts = activations_at(model, f"blocks.{features.layer}.{features.site}", x).cpu()  # (N, d)
     values, indices = dictionary_of(features).top(acts[: len(text)])  # (N, k) each
     rows, fired, bounds = columns(SimpleNamespace(values=values, indices=indices), len(text), features.size)
     shading = {}
