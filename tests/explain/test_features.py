@@ -5,6 +5,7 @@ thread); the quality numbers are also checked on a dictionary built by hand, who
 lines of plain torch compute independently.
 """
 
+import io
 import json
 import re
 import shutil
@@ -18,15 +19,17 @@ from tinygpt.app.api import features, load
 from tinygpt.app.cli import main
 from tinygpt.errors import UserError
 from tinygpt.explain.dictionary import TopKDictionary
-from tinygpt.explain.feature_notes import ranked
+from tinygpt.explain.explanations import top_contexts
+from tinygpt.explain.feature_notes import DESCRIBED, ranked
 from tinygpt.explain.feature_quality import assess, evaluation_windows
 from tinygpt.explain.features import dictionary_of, step_zero_model
 from tinygpt.explain.validation import corpus_of
 from tinygpt.files.checkpoint import read_checkpoint, save_checkpoint
 from tinygpt.files.feature_file import FeatureFile, read_features
+from tinygpt.files.integrity import digest, seal
 
 SIZE, K = 128, 8
-DAMAGE = ["flipped-byte", "truncated", "foreign", "a-checkpoint-in-its-place"]
+DAMAGE = ["flipped-byte", "truncated", "foreign", "a-checkpoint-in-its-place", "format-version-1"]
 MADE = ["--positions", "20000", "--size", str(SIZE), "--k", str(K), "--quiet"]
 
 
@@ -54,11 +57,11 @@ def error_line(capsys) -> str:
 
 def test_the_file_loads_with_the_safe_loader_and_round_trips(run):
     raw = torch.load(feature_file(run), weights_only=True)
-    assert raw["kind"] == "tinygpt features" and raw["format_version"] == 1
+    assert raw["kind"] == "tinygpt features" and raw["format_version"] == 2
     assert raw["W_enc"].shape == (32, SIZE) and raw["W_dec"].shape == (SIZE, 32)
     assert raw["b_enc"].shape == (SIZE,) and raw["b_dec"].shape == (32,)
     assert (raw["layer"], raw["site"], raw["k"]) == (1, "mlp_out", K) and raw["input_scale"] > 0
-    assert len(raw["features"]) == SIZE and raw["record"]["positions"] == 20000
+    assert len(json.loads(raw["features"])) == SIZE and raw["record"]["positions"] == 20000
     checkpoint = read_checkpoint(run / "best.pt")
     found = read_features(feature_file(run), checkpoint, "remake")
     assert isinstance(found, FeatureFile) and torch.equal(found.W_dec, raw["W_dec"])
@@ -182,6 +185,32 @@ def test_assess_gives_what_whole_passes_with_a_replacing_hook_give_at_every_site
     assert torch.equal(found.indices, dictionary.top(cache[hook].reshape(-1, 32))[1])
 
 
+def test_each_contexts_value_and_shading_are_what_the_model_computes_there(run):
+    """The notes' contexts, recomputed: the model's activation at the hook on the described text, through
+    the dictionary, is each context's value at its character and its shading along its text."""
+    checkpoint = read_checkpoint(run / "best.pt")
+    model = checkpoint.build_model().eval()
+    file = read_features(feature_file(run), checkpoint, "remake")
+    x, _ = evaluation_windows(corpus_of(checkpoint, 16, run / "best.pt").val, 16)
+    text = "".join(checkpoint.chars[i] for i in x.flatten().tolist())[:DESCRIBED]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(x, names=["blocks.1.mlp_out"])
+        latents = dictionary_of(file).encode(cache["blocks.1.mlp_out"].reshape(-1, 32))[: len(text)]  # (N, n)
+    checked = 0
+    for note in ranked(file.features)[:20]:
+        acts = latents[:, note["feature"]]  # (N,)
+        for context, found in zip(note["contexts"], top_contexts(text, acts, 5), strict=False):
+            assert context["text"] == found.text and context["index"] == found.index
+            assert context["value"] == pytest.approx(acts[found.position].item(), abs=1e-5)
+            start = found.position - found.index
+            assert context["shading"] == pytest.approx(
+                acts[start : start + len(found.text)].tolist(), abs=1e-4
+            )
+            assert context["shading"][found.index] == pytest.approx(context["value"], abs=1e-4)
+            checked += 1
+    assert checked >= 50
+
+
 @pytest.mark.parametrize("damage", DAMAGE, ids=DAMAGE)
 def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path, capsys, damage):
     copy = Path(shutil.copytree(run, tmp_path / "copy"))
@@ -194,6 +223,13 @@ def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path,
         path.write_bytes(bytes(data[: len(data) // 2]))
     elif damage == "a-checkpoint-in-its-place":
         shutil.copy(copy / "best.pt", path)
+    elif damage == "format-version-1":  # a whole, sealed file of the first layout: notes as a list
+        raw = torch.load(path, weights_only=True)
+        payload = {k: v for k, v in raw.items() if k != "digest"}
+        payload |= {"format_version": 1, "features": json.loads(raw["features"])}
+        data = io.BytesIO()
+        torch.save({**payload, "digest": digest(payload)}, data)
+        path.write_bytes(bytes(seal(bytearray(data.getbuffer()))))
     else:  # the run's model changed since (trained further): the same name, another model
         checkpoint = read_checkpoint(copy / "best.pt")
         checkpoint.weights["wte.weight"] = checkpoint.weights["wte.weight"] + 0.01
@@ -206,6 +242,7 @@ def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path,
         "flipped-byte": "damaged|corrupted",
         "truncated": "truncated or corrupted",
         "foreign": "another model",
+        "format-version-1": "format version 1, not one this tinygpt reads; make it again",
     }
     assert re.search(expected[damage], line)
 
@@ -213,7 +250,7 @@ def test_a_damaged_or_foreign_file_is_refused_by_name_in_one_line(run, tmp_path,
 def test_inspect_lists_best_described_first_and_shows_one_feature(run, capsys):
     assert main(["inspect", str(run), "--features"]) == 0
     listed = capsys.readouterr().out
-    notes = ranked(torch.load(feature_file(run), weights_only=True)["features"])
+    notes = ranked(json.loads(torch.load(feature_file(run), weights_only=True)["features"]))
     assert "explained variance" in listed and "control: step-0 weights" in listed
     first = re.search(r"best-described first:\n.*\n\s+(\d+)\s", listed).group(1)
     assert int(first) == notes[0]["feature"]
@@ -227,7 +264,7 @@ def test_inspect_lists_best_described_first_and_shows_one_feature(run, capsys):
 
 def steered(run: Path) -> tuple[int, float]:
     """The best-described feature, and a value well above its largest activation."""
-    note = ranked(torch.load(feature_file(run), weights_only=True)["features"])[0]
+    note = ranked(json.loads(torch.load(feature_file(run), weights_only=True)["features"]))[0]
     return note["feature"], 4 * note["max"] + 1
 
 
@@ -347,7 +384,7 @@ def test_the_api_makes_the_file_the_command_makes(run, tmp_path):
     command = torch.load(feature_file(run), weights_only=True)
     for name in ("W_enc", "b_enc", "W_dec", "b_dec"):
         assert torch.equal(getattr(view.file, name), command[name]), name
-    assert view.file.features == command["features"]
+    assert view.file.features == json.loads(command["features"])
     assert repr(view).startswith(repr(load(copy).features(layer=1)).splitlines()[0])
 
 

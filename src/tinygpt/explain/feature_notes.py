@@ -6,7 +6,8 @@ For each latent, on the first DESCRIBED characters of the validation windows:
     firings       how many of the described characters it fires on
     histogram     BINS counts of its nonzero activations, from 0 to its largest (`max`)
     contexts      its CONTEXTS strongest activations, each with the text before and after it
-                  (tinygpt.explain.explanations.top_contexts: one per window)
+                  (tinygpt.explain.explanations.top_contexts: one per window) and its activation at
+                  every character of that text (shading)
     promoted      the characters whose logits its decoder row raises most, per unit of activation,
     suppressed    and lowers most: the row, centred as ln_f centres the stream, divided by the last
                   stream's mean standard deviation (ln_f's average scale), times ln_f's weight, read
@@ -21,13 +22,14 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.explain.dictionary import TopKDictionary
-from tinygpt.explain.explanations import explain_many, top_contexts
+from tinygpt.explain.explanations import Context, explain_many, top_contexts
 from tinygpt.explain.feature_quality import Evaluation
 from tinygpt.model import GPT
 
 DESCRIBED = 32_768  # characters of validation text the descriptions are found on
 BINS = 10
 CONTEXTS = 5
+SHADING_DIGITS = 4  # decimals of the activations kept along each context (the page shades by them)
 CHARACTERS = 5  # promoted and suppressed characters kept
 CHUNK = 128  # latents described together (explanations.explain_many): (CHUNK, N) floats at a time
 EXPLANATIONS = 3
@@ -104,11 +106,17 @@ def activation_notes(acts: torch.Tensor, text: str) -> dict:
     top = float(fired.max()) if fired.numel() else 0.0
     histogram = torch.histc(fired, bins=BINS, min=0.0, max=top).long().tolist() if top > 0 else [0] * BINS
     contexts = [
-        {"text": c.text, "index": c.index, "value": c.value}
+        {"text": c.text, "index": c.index, "value": c.value, "shading": shading(acts, c)}
         for c in top_contexts(text, acts, CONTEXTS)
         if c.value > 0
     ]
     return {"firings": fired.numel(), "max": top, "histogram": histogram, "contexts": contexts}
+
+
+def shading(acts: torch.Tensor, context: Context) -> list[float]:
+    """The latent's activation at every character of a context (acts (N,) over the whole text)."""
+    start = context.position - context.index
+    return [round(v, SHADING_DIGITS) for v in acts[start : start + len(context.text)].tolist()]
 
 
 def character_notes(effect: torch.Tensor, chars: list[str]) -> dict:

@@ -8,24 +8,20 @@
                made for this checkpoint: its quality beside the control's, its FEATURES best-described
                features (feature_notes.ranked) with descriptions, density, histogram, promoted and
                suppressed characters, and their contexts with the feature's activation at every
-               character, recomputed here on the same validation text the notes were made from.
+               character (all of it from the file: no pass through the model).
 
 Either is None with a note saying why when it cannot be had (no corpus at hand, no feature file).
 """
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 
 from tinygpt.errors import UserError
 from tinygpt.explain import neurons as measuring
-from tinygpt.explain.explanations import top_contexts
-from tinygpt.explain.feature_notes import CONTEXTS, DESCRIBED, columns, ranked
-from tinygpt.explain.feature_quality import activations_at, evaluation_windows
+from tinygpt.explain.feature_notes import ranked
 from tinygpt.explain.feature_text import QUALITY_ROWS, headline, quantity, summary
-from tinygpt.explain.features import dictionary_of
 from tinygpt.explain.validation import corpus_of
 from tinygpt.files.checkpoint import Checkpoint
 from tinygpt.files.feature_file import FeatureFile, read_features
@@ -38,7 +34,7 @@ FEATURES = 64  # features the page lists per feature file, the best-described fi
 def page_sections(saved: Checkpoint, model: GPT, path: Path) -> dict[str, Any]:
     """The two sections' data and notes, as the page's data holds them."""
     neurons, neurons_note = neurons_data(saved, model, path)
-    features, features_note = features_data(saved, model, path)
+    features, features_note = features_data(saved, path)
     return {
         "neurons": neurons,
         "neurons_note": neurons_note,
@@ -84,7 +80,7 @@ def neuron_row(n: measuring.Neuron) -> dict[str, Any]:
     }
 
 
-def features_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[list[dict] | None, str | None]:
+def features_data(saved: Checkpoint, path: Path) -> tuple[list[dict] | None, str | None]:
     """Every feature file of the run that is this model's, as the features section browses them, or None
     and what to do (make them, or make them again)."""
     run = path.parent
@@ -97,51 +93,26 @@ def features_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[list[dict]
         site, layer = file.stem.rsplit(".", 1)[0], file.stem.rsplit(".", 1)[-1]
         try:
             features = read_features(file, saved, f"{make} --layer {layer} --site {site}")
-            shown.append(feature_file_data(saved, model, path, features))
+            shown.append(feature_file_data(features))
         except UserError as e:
             notes.append(str(e))
     return (shown or None), ("; ".join(notes) or None)
 
 
-def feature_file_data(saved: Checkpoint, model: GPT, path: Path, features: FeatureFile) -> dict[str, Any]:
+def feature_file_data(features: FeatureFile) -> dict[str, Any]:
     """One feature file: its headline, its quality table, its FEATURES best-described features."""
     trained = features.record.get("quality", {})
     control = features.record.get("control", {}).get("quality", {})
     quality = [[words, quantity(trained.get(key), form), quantity(control.get(key), form)]
                for key, words, form in QUALITY_ROWS]  # fmt: skip
     listed = ranked(features.features)[:FEATURES]
-    shading = context_shading(saved, model, path, features, [note["feature"] for note in listed])
     return {
         "hook": f"blocks.{features.layer}.{features.site}",
         "headline": headline(features),
         "size": features.size,
         "quality": quality,
         "features": [
-            {**note, "summary": summary(note), "shading": shading[note["feature"]]} for note in listed
+            {**note, "summary": summary(note), "shading": [c["shading"] for c in note["contexts"]]}
+            for note in listed
         ],
     }
-
-
-@torch.no_grad()
-def context_shading(
-    saved: Checkpoint, model: GPT, path: Path, features: FeatureFile, chosen: list[int]
-) -> dict[int, list[list[float]]]:
-    """For each chosen feature, its activation at every character of each of its contexts: the same top
-    contexts feature_notes found, on the same DESCRIBED characters of the validation windows."""
-    model.eval()
-    T = model.config.block_size
-    x, _ = evaluation_windows(corpus_of(saved, T, path).val, T)
-    x = x[: -(-DESCRIBED // T)]  # (W, T): the windows holding the described characters
-    text = "".join(saved.chars[i] for i in x.flatten().tolist())[:DESCRIBED]
-    acts = activations_at(model, f"blocks.{features.layer}.{features.site}", x).cpu()  # (N, d)
-    values, indices = dictionary_of(features).top(acts[: len(text)])  # (N, k) each
-    rows, fired, bounds = columns(SimpleNamespace(values=values, indices=indices), len(text), features.size)
-    shading = {}
-    for f in chosen:
-        dense = torch.zeros(len(text))
-        dense[rows[bounds[f] : bounds[f + 1]]] = fired[bounds[f] : bounds[f + 1]]
-        found = [c for c in top_contexts(text, dense, CONTEXTS) if c.value > 0]
-        shading[f] = [
-            [round(v, 6) for v in dense[c.position - c.index :][: len(c.text)].tolist()] for c in found
-        ]
-    return shading
