@@ -72,7 +72,7 @@ SHOWN = 6  # characters shown promoted and suppressed
 BEFORE, AFTER = 30, 10  # characters shown before a firing character (the model may have read more) and after
 BATCH = 16  # windows per forward and backward pass
 LN_EPS = 1e-5  # model.LayerNorm's epsilon
-CACHE_VERSION = 1  # bumped when what a cache file holds, or how it is computed, changes
+CACHE_VERSION = 2  # bumped when what a cache file holds, or how it is computed, changes (2: JSON notes)
 SETTINGS = {"positions": POSITIONS, "windows": WINDOWS, "firing": FIRING, "contexts": CONTEXTS}
 SETTINGS |= {"words": WORDS, "after": AFTER}
 
@@ -271,7 +271,7 @@ def read_cache(path: Path, key: str) -> tuple[list[Neuron], torch.Tensor, dict] 
             Neuron(
                 **{**n, "contexts": [Context(**c) for c in n["contexts"]]},
             )
-            for n in kept["neurons"]
+            for n in json.loads(kept["neurons"])
         ]
         for n in neurons:  # pairs come back from the file as lists
             n.promotes, n.suppresses = [tuple(p) for p in n.promotes], [tuple(p) for p in n.suppresses]
@@ -283,7 +283,8 @@ def read_cache(path: Path, key: str) -> tuple[list[Neuron], torch.Tensor, dict] 
 def write_cache(path: Path, key: str, neurons: list[Neuron], effect: torch.Tensor, totals: dict) -> None:
     """Keep a layer's neurons at path, whole or not at all; a directory that cannot be written is no error."""
     data = io.BytesIO()
-    kept = {"key": key, "neurons": [n.as_dict() for n in neurons], "effect": effect, "totals": totals}
+    notes = json.dumps([n.as_dict() for n in neurons])  # one text: the safe loader reads many objects slowly
+    kept = {"key": key, "neurons": notes, "effect": effect, "totals": totals}
     torch.save(kept, data)
     try:
         path.parent.mkdir(exist_ok=True)
