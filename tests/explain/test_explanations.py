@@ -5,7 +5,14 @@ import re
 import pytest
 import torch
 
-from tinygpt.explain.explanations import explain, explain_many, summary, top_contexts
+from tinygpt.explain.explanations import (
+    Context,
+    explain,
+    explain_many,
+    summary,
+    top_contexts,
+    top_contexts_many,
+)
 
 THE = "the cat then sat with them; this thin moth said they sing, she hid there\n" * 4
 LINES = "Then we go.\nand so on\nHe said: Yes\nthen We Wait\nRomeo runs\n" * 3
@@ -136,3 +143,30 @@ def test_many_units_at_once_get_what_each_gets_alone_with_their_own_thresholds()
     assert many[0][0].words == "fires on 'e' after 'th'" and many[2] == []
     for unit, found in enumerate(many):
         assert found == explain(THE, acts[unit], float(thresholds[unit])), unit
+
+
+def one_unit_at_a_time(text: str, acts: torch.Tensor, count: int, before: int, after: int) -> list[Context]:
+    """top_contexts written plainly, one place at a time: what the batched search must give."""
+    left = acts.float().nan_to_num(nan=float("-inf"), neginf=float("-inf")).clone()  # (N,)
+    found = []
+    while len(found) < count and left.numel() and left.max() > float("-inf"):
+        p = int(left.argmax())
+        start = max(0, p - before)
+        found.append(Context(p, float(acts[p]), text[start : p + after + 1], p - start))
+        left[max(0, p - before - after) : p + before + after + 1] = float("-inf")
+    return found
+
+
+def test_many_units_at_once_find_what_each_unit_alone_finds():
+    """Ties (rounded values), silent units, NaN and -inf, and a unit with fewer places than asked."""
+    g = torch.Generator().manual_seed(0)
+    text = "".join(chr(97 + int(i)) for i in torch.randint(26, (300,), generator=g))
+    acts = (torch.randn(40, 300, generator=g) * 4).round()  # (U, N): many ties
+    acts[3] = float("-inf")
+    acts[5, ::7] = float("nan")
+    acts[6] = float("-inf")
+    acts[6, 150] = 1.0  # one place only
+    for count, before, after in ((10, 30, 10), (3, 4, 2), (50, 0, 0)):
+        many = top_contexts_many(text, acts, count, before, after)
+        assert many == [one_unit_at_a_time(text, a, count, before, after) for a in acts]
+    assert top_contexts_many(text, acts, 10)[3] == [] and len(top_contexts_many(text, acts, 10)[6]) == 1

@@ -265,3 +265,9 @@ def test_bad_neurons_input_is_one_line(checkpoint, capsys, case):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and not captured.out, captured.err
     assert expected in lines[0]
+
+
+def test_a_neurons_plain_data_is_what_dataclasses_asdict_gives(found):
+    import dataclasses
+
+    assert [n.as_dict() for n in found.neurons] == [dataclasses.asdict(n) for n in found.neurons]

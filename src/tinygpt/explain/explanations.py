@@ -345,15 +345,34 @@ def top_contexts(
     """
     if acts.numel() != len(text):
         raise ValueError(f"acts has {acts.numel()} values for a text of {len(text)} characters")
-    left = acts.detach().flatten().float().cpu().nan_to_num(nan=float("-inf")).clone()  # (N,)
-    found = []
-    while len(found) < count and left.numel() and left.max() > float("-inf"):
-        p = int(left.argmax())
-        start = max(0, p - before)
-        found.append(Context(p, float(acts.flatten()[p]), text[start : p + after + 1], p - start))
-        left[max(0, p - before - after) : p + before + after + 1] = float(
-            "-inf"
-        )  # any window overlapping this one
+    return top_contexts_many(text, acts.flatten().unsqueeze(0), count, before, after)[0]
+
+
+def top_contexts_many(
+    text: str, acts: torch.Tensor, count: int = 10, before: int = 30, after: int = 10
+) -> list[list[Context]]:
+    """`top_contexts` for many units at once: acts (U, N) -> each unit's list, the same as one by one.
+
+    Each round takes every unit's strongest place left (the first, on a tie) and rules out the
+    characters a window around it could share with another, all units in one tensor operation."""
+    if acts.size(-1) != len(text):
+        raise ValueError(f"acts has {acts.size(-1)} values for a text of {len(text)} characters")
+    values = acts.detach().cpu()  # (U, N)
+    left = values.float().nan_to_num(
+        nan=float("-inf"), neginf=float("-inf")
+    )  # (U, N): a copy, ruled out in place
+    found: list[list[Context]] = [[] for _ in range(values.size(0))]
+    span = torch.arange(values.size(1))  # (N,)
+    for _ in range(count if values.size(1) else 0):
+        best, at = left.max(dim=1)  # (U,) each
+        live = best > float("-inf")
+        if not live.any():
+            break
+        for u, p in zip(live.nonzero().squeeze(1).tolist(), at[live].tolist(), strict=True):
+            start = max(0, p - before)
+            found[u].append(Context(p, float(values[u, p]), text[start : p + after + 1], p - start))
+        near = (span >= (at - before - after).unsqueeze(1)) & (span <= (at + before + after).unsqueeze(1))
+        left.masked_fill_(near & live.unsqueeze(1), float("-inf"))  # any window overlapping the found one
     return found
 
 

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.explain.dictionary import TopKDictionary
-from tinygpt.explain.explanations import Context, explain_many, top_contexts
+from tinygpt.explain.explanations import Context, explain_many, top_contexts_many
 from tinygpt.explain.feature_quality import Evaluation
 from tinygpt.model import GPT
 
@@ -89,9 +89,10 @@ def describe_features(
         for u, f in enumerate(batch):
             acts[u, rows[bounds[f] : bounds[f + 1]]] = values[bounds[f] : bounds[f + 1]]
         described = explain_many(text, acts, 0.0, EXPLANATIONS)  # the text's candidates built once
+        strongest = top_contexts_many(text, acts, CONTEXTS)
         for u, (f, found) in enumerate(zip(batch, described, strict=True)):
             note = {"feature": f, "density": float(evaluation.densities[f])}
-            note |= activation_notes(acts[u], text)
+            note |= activation_notes(acts[u], text, strongest[u])
             note |= character_notes(effects[f], chars)
             note["explanations"] = [
                 {"words": e.words, "precision": e.precision, "recall": e.recall} for e in found
@@ -100,14 +101,15 @@ def describe_features(
     return notes
 
 
-def activation_notes(acts: torch.Tensor, text: str) -> dict:
-    """The histogram of a latent's nonzero activations (N,) on text, its largest, and its top contexts."""
+def activation_notes(acts: torch.Tensor, text: str, strongest: list[Context]) -> dict:
+    """The histogram of a latent's nonzero activations (N,) on text, its largest, and its top contexts
+    (strongest: top_contexts of acts on text)."""
     fired = acts[acts > 0]
     top = float(fired.max()) if fired.numel() else 0.0
     histogram = torch.histc(fired, bins=BINS, min=0.0, max=top).long().tolist() if top > 0 else [0] * BINS
     contexts = [
         {"text": c.text, "index": c.index, "value": c.value, "shading": shading(acts, c)}
-        for c in top_contexts(text, acts, CONTEXTS)
+        for c in strongest
         if c.value > 0
     ]
     return {"firings": fired.numel(), "max": top, "histogram": histogram, "contexts": contexts}

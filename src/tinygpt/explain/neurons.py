@@ -14,9 +14,10 @@ forward and backward pass costs in proportion to them:
                it stands out and is the same rule for a neuron of any scale.
     density    the share of the positions where it fires (its standard error at 8,192 positions:
                at most 0.6 percentage points, 0.1 at a density of 1%, positions taken as independent)
-    contexts   its CONTEXTS strongest activations, no two sharing a character (explanations.top_contexts),
-               each the window as the model read it: the characters up to the firing one, no more
-               than block_size of them, then those that follow in the window
+    contexts   its CONTEXTS strongest activations, no two sharing a character
+               (explanations.top_contexts_many), each the window as the model read it: the
+               characters up to the firing one, no more than block_size of them, then those that
+               follow in the window
     effect     what one unit of it adds to each character's logit directly: its output weights
                c_proj.weight[:, n] centred (ln_f subtracts the mean), times the mean of 1/σ of ln_f
                over the validation positions and ln_f's gain, through the unembedding. Per unit of
@@ -43,7 +44,6 @@ other file of the same checkpoint and layer it replaces a whole layer's file who
 matches, and a whole layer's file, written later, replaces it (the page then reads the whole layer).
 """
 
-import dataclasses
 import io
 import json
 from dataclasses import dataclass, field
@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from tinygpt.data.corpus import validation_windows, windows_for
 from tinygpt.errors import UserError
-from tinygpt.explain.explanations import explain_many, top_contexts
+from tinygpt.explain.explanations import explain_many, top_contexts_many
 from tinygpt.explain.glyphs import glyph, pad
 from tinygpt.explain.heads import loss
 from tinygpt.explain.trace import chosen
@@ -115,7 +115,8 @@ class Neuron:
         return f"{best['words']} (precision {best['precision']:.0%}, recall {best['recall']:.0%})"
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """As plain data: dataclasses.asdict's result without its deep copies (seconds for 9,216 neurons)."""
+        return {**vars(self), "contexts": [dict(vars(c)) for c in self.contexts]}
 
 
 @dataclass
@@ -203,6 +204,7 @@ def layer_neurons(
     inputs = windows[:, :-1]
     text = "".join(chars[i] for i in inputs.flatten().tolist())
     words = explain_many(text, acts[:, chosen].T, thresholds[chosen], WORDS)
+    contexts = contexts_of(text, acts[:, chosen].T, windows, chars)
     promotes, suppresses = extremes(effect, chars, 1), extremes(effect, chars, -1)
     neurons = []
     for u, n in enumerate(chosen):
@@ -211,7 +213,7 @@ def layer_neurons(
                 layer, n, float(density[n]), float(largest[n]), float(mean[n]), float(cost[n]),
                 promotes[u], suppresses[u],
                 [{"words": e.words, "precision": e.precision, "recall": e.recall} for e in words[u]],
-                contexts_of(text, acts[:, n], windows, chars),
+                contexts[u],
             )
         )  # fmt: skip
     return neurons
@@ -227,17 +229,22 @@ def extremes(effect: torch.Tensor, chars: list[str], sign: int) -> list[list[tup
     ]
 
 
-def contexts_of(text: str, acts: torch.Tensor, windows: torch.Tensor, chars: list[str]) -> list[Context]:
-    """A neuron's strongest activations acts (N,) on the windows' inputs (text, N characters), each as
-    the model read it: its window up to the firing character, then the rest of the window."""
+def contexts_of(
+    text: str, acts: torch.Tensor, windows: torch.Tensor, chars: list[str]
+) -> list[list[Context]]:
+    """Each neuron's strongest activations, acts (U, N) on the windows' inputs (text, N characters), each
+    as the model read it: its window up to the firing character, then the rest of the window."""
     T = windows.size(1) - 1
     found = []
-    for top in top_contexts(text, acts, CONTEXTS, before=BEFORE, after=AFTER):
-        row, at = divmod(top.position, T)
-        ids = windows[row].tolist()
-        seen = "".join(chars[i] for i in ids[: at + 1])
-        after = "".join(chars[i] for i in ids[at + 1 : at + 1 + AFTER])
-        found.append(Context(seen, after, round(top.value, 6)))
+    for tops in top_contexts_many(text, acts, CONTEXTS, before=BEFORE, after=AFTER):
+        mine = []
+        for top in tops:
+            row, at = divmod(top.position, T)
+            ids = windows[row].tolist()
+            seen = "".join(chars[i] for i in ids[: at + 1])
+            after = "".join(chars[i] for i in ids[at + 1 : at + 1 + AFTER])
+            mine.append(Context(seen, after, round(top.value, 6)))
+        found.append(mine)
     return found
 
 
