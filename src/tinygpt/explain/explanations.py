@@ -206,9 +206,10 @@ class Candidates:
         """Candidate k in words: alone, or (after_what) as it reads after a "what"."""
         return self.families[int(self.family[k])].names[int(self.label[k])][int(after_what)]
 
-    def mask(self, ks: torch.Tensor) -> torch.Tensor:
-        """Where candidates ks (any shape S) hold: (*S, N) bool."""
-        return self.labels[self.family[ks]] == self.label[ks].unsqueeze(-1)
+    def masks(self) -> torch.Tensor:
+        """Where each candidate holds: (K, N) float, 1 or 0 (products of them count characters, exactly
+        in float32 below 2^24 of them)."""
+        return (self.labels[self.family] == self.label.unsqueeze(-1)).float()
 
 
 def candidates(text: str) -> Candidates:
@@ -226,17 +227,6 @@ def candidates(text: str) -> Candidates:
             [torch.bincount(f.labels[f.labels >= 0], minlength=n) for f, n in zip(found, sizes, strict=True)]
         ).double(),
     )
-
-
-def hit_counts(c: Candidates, fires: torch.Tensor) -> torch.Tensor:
-    """For fires (N, U) (float: 1 where each unit fires), how often each candidate holds where each unit
-    fires: (K, U) float64."""
-    counts = []
-    for f in c.families:
-        held = f.labels >= 0  # (N,)
-        into = fires.new_zeros(len(f.names), fires.size(1))  # (labels, U)
-        counts.append(into.index_add_(0, f.labels[held], fires[held]))
-    return torch.cat(counts).double()  # exact: counts stay far below float32's 2^24
 
 
 def ranked(first: torch.Tensor, second: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -262,24 +252,29 @@ def widest_of(c: Candidates, precision, recall, valid, what: bool) -> tuple[torc
     return order, mine.gather(0, order)
 
 
-def paired_scores(c: Candidates, fires: torch.Tensor, precision, recall, valid, chunk: int = 64) -> tuple:
+def paired_scores(
+    c: Candidates, masks: torch.Tensor, fires: torch.Tensor, precision, recall, valid, chunk: int = 64
+) -> tuple:
     """Each unit's WIDE widest "what"s narrowed by its WIDE widest "where"s: the pairs a-major
-    (a·WIDE + b), as (P, U) tensors hits, holds, and the what and where candidate of each pair."""
+    (a·WIDE + b), as (P, U) tensors hits, holds, and the what and where candidate of each pair.
+    masks (K, N): c.masks(); fires (U, N) float.
+
+    Where a pair holds does not depend on the unit: one product of every candidate's mask with every
+    other's gives it for all pairs."""
     whats, has_what = widest_of(c, precision, recall, valid, True)  # (W1, U)
     wheres, has_where = widest_of(c, precision, recall, valid, False)  # (W2, U)
-    hits, holds = [], []
-    for u in range(0, fires.size(0), chunk):
-        a = c.mask(whats[:, u : u + chunk].T).float()  # (u, W1, N)
-        b = c.mask(wheres[:, u : u + chunk].T).float()  # (u, W2, N)
-        holds.append((a @ b.transpose(1, 2)).flatten(1))  # (u, W1·W2)
-        hits.append(((a * fires[u : u + chunk].unsqueeze(1)) @ b.transpose(1, 2)).flatten(1))
     W1, W2 = whats.size(0), wheres.size(0)
-    exists = (has_what.unsqueeze(1) & has_where.unsqueeze(0)).flatten(0, 1)  # (W1·W2, U)
     what_of = whats.repeat_interleave(W2, dim=0)  # (W1·W2, U)
     where_of = wheres.repeat(W1, 1)
+    holds = (masks @ masks.T)[what_of, where_of].double()  # (W1·W2, U)
+    hits = []
+    for u in range(0, fires.size(0), chunk):
+        a = masks[whats[:, u : u + chunk].T] * fires[u : u + chunk].unsqueeze(1)  # (u, W1, N)
+        b = masks[wheres[:, u : u + chunk].T]  # (u, W2, N)
+        hits.append((a @ b.transpose(1, 2)).flatten(1))  # (u, W1·W2)
+    exists = (has_what.unsqueeze(1) & has_where.unsqueeze(0)).flatten(0, 1)  # (W1·W2, U)
     h = torch.cat(hits).T.double() if hits else torch.zeros(W1 * W2, 0, dtype=torch.float64)
-    n = torch.cat(holds).T.double() if holds else torch.zeros_like(h)
-    return h * exists, n, what_of, where_of
+    return h * exists, holds, what_of, where_of
 
 
 def explain_many(
@@ -295,11 +290,12 @@ def explain_many(
         return [[] for _ in range(acts.size(0))]
     c = candidates(text)
     fired = fires.sum(dim=1).double()  # (U,)
-    hits = hit_counts(c, fires.T.float())  # (K, U)
+    masks = c.masks()  # (K, N)
+    hits = (masks @ fires.T.float()).double()  # (K, U): how often each candidate holds where each unit fires
     precision, recall = hits / c.holds.clamp(min=1).unsqueeze(1), hits / fired.clamp(min=1)
     valid = hits > 0
     singles = ranked(f1_of(precision, recall), precision, valid)[:count]  # (≤count, U)
-    h, n, what_of, where_of = paired_scores(c, fires.float(), precision, recall, valid)
+    h, n, what_of, where_of = paired_scores(c, masks, fires.float(), precision, recall, valid)
     p2, r2 = h / n.clamp(min=1), h / fired.clamp(min=1)
     pairs = ranked(f1_of(p2, r2), p2, h > 0)[:count]  # (≤count, U)
     found = []
