@@ -14,8 +14,10 @@ fresh process with PYTHONPATH at the tree; the run directory's cache/ is removed
 --heads`, `explain --html` and the notebook, so those start cold; `inspect --heads` again and `inspect
 --circuits` run on the scores the first `inspect --heads` kept. Prints a table of medians and the after/before
 ratio; --out keeps every time. --deep adds the neurons' and the features' views: `inspect --neurons`
-cold and again, `features --layer 1` (training the dictionary, its default 600,000 positions) and
-`inspect --features` on it.
+cold and again, `features --layer 1` (training the dictionary, its default 600,000 positions),
+`inspect --features` on it, and `explain --html` again with that feature file beside the checkpoint
+(cold but for it: cache/ was removed before `features`), which adds the page's features section. A tree
+reads only the feature files of its own format.
 """
 
 import argparse
@@ -117,6 +119,10 @@ def commands(checkpoint: Path, page: Path, deep: bool = False) -> dict[str, tupl
                 [*run, "features", str(checkpoint), "--layer", "1", "--quiet"],
             ),
             "inspect --features": (False, [*run, "inspect", str(checkpoint), "--features"]),
+            "explain --html (with the features)": (
+                False,
+                [*run, "explain", str(checkpoint), "--prompt", PROMPT, "--html", str(page)],
+            ),
         }
     return found
 
