@@ -65,24 +65,23 @@ def layer_of(hook: str) -> int:
 
 @torch.no_grad()
 def up_to(model: GPT, hook: str, xb: torch.Tensor) -> tuple[torch.Tensor, Replace]:
-    """The activation at `hook` (blocks.L.mlp_out or blocks.L.resid_post) on windows xb (w, T) as rows
-    (w·T, d), from a pass that stops after block L; and the stream entering block L + 1 made with
-    another activation a (w, T, d) in its place: resid_mid + a for mlp_out (as the block adds them), a
-    for resid_post."""
+    """The activation at `hook` (blocks.L.mlp_out or blocks.L.resid_post) on windows xb (w, T): (w, T, d),
+    from a pass that stops after block L; and the stream entering block L + 1 made with another
+    activation a (w, T, d) in its place: resid_mid + a for mlp_out (as the block adds them), a for
+    resid_post."""
     layer = layer_of(hook)
     mid = f"blocks.{layer}.resid_mid"
     _, found = model.run_with_cache(xb, names=[hook, mid], stop_at_layer=layer + 1)
-    acts = found[hook]  # (w, T, d)
     if hook.endswith("resid_post"):
-        return acts.reshape(-1, acts.size(-1)), lambda a: a
-    return acts.reshape(-1, acts.size(-1)), lambda a: found[mid] + a
+        return found[hook], lambda a: a
+    return found[hook], lambda a: found[mid] + a
 
 
 @torch.no_grad()
 def activations_at(model: GPT, hook: str, x: torch.Tensor) -> torch.Tensor:
     """The activations at `hook` on x (W, T) as rows (W·T, d), the forward passes stopping at its layer."""
     device = model.wte.weight.device
-    return torch.cat([up_to(model, hook, xb.to(device))[0].float() for xb in x.split(WINDOWS)])
+    return torch.cat([up_to(model, hook, xb.to(device))[0].flatten(0, 1).float() for xb in x.split(WINDOWS)])
 
 
 def summed_loss(logits: torch.Tensor, y: torch.Tensor) -> float:
@@ -104,8 +103,7 @@ def assess(model: GPT, dictionary: TopKDictionary, hook: str, x: torch.Tensor, y
     totals = dict.fromkeys(replacements, 0.0)
     rows, spread = [], 0.0
     for xb, yb in zip(x.split(WINDOWS), y.split(WINDOWS), strict=True):
-        acts, entering = up_to(model, hook, xb.to(device))  # (w·T, d)
-        acts = acts.view(*xb.shape, -1)  # (w, T, d)
+        acts, entering = up_to(model, hook, xb.to(device))  # (w, T, d)
         for name, replace in replacements.items():
             kept = {}
             stream = entering(acts if replace is None else replace(acts))  # (w, T, C)
