@@ -37,6 +37,7 @@ import torch
 
 from tinygpt.explain.glyphs import glyph
 
+UNITS_AT_ONCE = 64  # units top_contexts_many searches together: (64, N) floats, within the cache
 WIDE = 8  # "what"s and "where"s paired into "both"
 WORD_PLACES = 5  # letters of a word described by their place
 COLUMNS = 8  # characters of a line described by their column
@@ -349,26 +350,28 @@ def top_contexts_many(
 ) -> list[list[Context]]:
     """`top_contexts` for many units at once: acts (U, N) -> each unit's list, the same as one by one.
 
-    Each round takes every unit's strongest place left (the first, on a tie) and rules out the
-    characters a window around it could share with another, all units in one tensor operation."""
+    Units go UNITS_AT_ONCE at a time (their copy stays in the CPU's cache); each round takes every
+    unit's strongest place left (the first, on a tie) and rules out the characters around it that a
+    window could share with another."""
     if acts.size(-1) != len(text):
         raise ValueError(f"acts has {acts.size(-1)} values for a text of {len(text)} characters")
     values = acts.detach().cpu()  # (U, N)
-    left = values.float().nan_to_num(
-        nan=float("-inf"), neginf=float("-inf")
-    )  # (U, N): a copy, ruled out in place
-    found: list[list[Context]] = [[] for _ in range(values.size(0))]
-    span = torch.arange(values.size(1))  # (N,)
-    for _ in range(count if values.size(1) else 0):
-        best, at = left.max(dim=1)  # (U,) each
-        live = best > float("-inf")
-        if not live.any():
-            break
-        for u, p in zip(live.nonzero().squeeze(1).tolist(), at[live].tolist(), strict=True):
-            start = max(0, p - before)
-            found[u].append(Context(p, float(values[u, p]), text[start : p + after + 1], p - start))
-        near = (span >= (at - before - after).unsqueeze(1)) & (span <= (at + before + after).unsqueeze(1))
-        left.masked_fill_(near & live.unsqueeze(1), float("-inf"))  # any window overlapping the found one
+    reach = torch.arange(-(before + after), before + after + 1)  # (R,): the places a window could share
+    found: list[list[Context]] = []
+    for chunk in values.split(UNITS_AT_ONCE):
+        left = chunk.float().nan_to_num(nan=float("-inf"), neginf=float("-inf"))  # (u, N), ruled out in place
+        mine: list[list[Context]] = [[] for _ in range(chunk.size(0))]
+        for _ in range(count if chunk.size(1) else 0):
+            best, at = left.max(dim=1)  # (u,) each
+            live = best > float("-inf")
+            if not live.any():
+                break
+            for u, p in zip(live.nonzero().squeeze(1).tolist(), at[live].tolist(), strict=True):
+                start = max(0, p - before)
+                mine[u].append(Context(p, float(chunk[u, p]), text[start : p + after + 1], p - start))
+            near = (at.unsqueeze(1) + reach).clamp(0, chunk.size(1) - 1)  # (u, R); a spent unit is all -inf
+            left.scatter_(1, near, float("-inf"))
+        found += mine
     return found
 
 
