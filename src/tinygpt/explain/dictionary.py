@@ -254,7 +254,7 @@ def aux_loss(
     return (guess - residual).pow(2).sum(dim=1).mean() / spread
 
 
-@torch.no_grad()  # else the gradient joins a graph that each step's keeps alive: memory grew ~5 MB a step
+@torch.no_grad()  # else the gradient gets a grad_fn and every step's graph stays alive: ~5 MB a step
 def drop_parallel_gradient(W_dec: nn.Parameter) -> None:
     """Remove from each decoder row's gradient (n, d) its component along that (unit) row.
 

@@ -27,7 +27,7 @@ from tinygpt.config.run_config import TrainSection
 from tinygpt.errors import UserError
 from tinygpt.explain.dictionary import TopKDictionary, train_dictionary
 from tinygpt.explain.feature_notes import describe_features, description_precision
-from tinygpt.explain.feature_quality import assess, evaluation_windows, layer_of
+from tinygpt.explain.feature_quality import assess, evaluation_windows, up_to
 from tinygpt.files.checkpoint import Checkpoint
 from tinygpt.files.feature_file import FeatureFile, model_digest
 from tinygpt.model import GPT, GPTConfig
@@ -109,9 +109,7 @@ def activation_batches(
         rows = min(left, batch * BUFFER)
         starts = torch.randint(len(ids) - T + 1, (math.ceil(rows / T),), generator=generator)  # (W,)
         windows = ids[starts.unsqueeze(1) + offsets].long().to(device)  # (W, T)
-        with torch.no_grad():
-            _, found = model.run_with_cache(windows, names=[hook], stop_at_layer=layer_of(hook) + 1)
-        acts = found[hook].reshape(-1, found[hook].size(-1))  # (W·T, d)
+        acts = up_to(model, hook, windows)[0].flatten(0, 1)  # (W·T, d)
         acts = acts[torch.randperm(acts.size(0), generator=generator)[:rows].to(device)]  # (rows, d)
         left -= rows
         yield from acts.float().split(batch)
