@@ -111,8 +111,5 @@ def feature_file_data(features: FeatureFile) -> dict[str, Any]:
         "headline": headline(features),
         "size": features.size,
         "quality": quality,
-        "features": [
-            {**note, "summary": summary(note), "shading": [c["shading"] for c in note["contexts"]]}
-            for note in listed
-        ],
+        "features": [{**note, "summary": summary(note)} for note in listed],
     }

@@ -15,7 +15,8 @@ const featureAmounts = (pairs) =>
 
 // one context: each character shaded by the feature's activation there (as a share of its largest), the
 // one it was found at outlined
-function shadedContext(cx, acts, top) {
+function shadedContext(cx, top) {
+  const acts = cx.shading;
   const box = el("span", { class: "context" });
   Array.from(cx.text).forEach((c, at) => {
     const span = el("span", {
@@ -62,12 +63,12 @@ function featureDetail(file, note) {
     el(
       "table",
       { class: "contexts" },
-      ...note.contexts.map((cx, i) =>
+      ...note.contexts.map((cx) =>
         el(
           "tr",
           {},
           el("td", { class: "num", text: cx.value.toFixed(3) }),
-          el("td", {}, shadedContext(cx, note.shading[i], note.max || 1)),
+          el("td", {}, shadedContext(cx, note.max || 1)),
         ),
       ),
     ),
