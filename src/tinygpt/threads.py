@@ -1,15 +1,19 @@
 """How many threads torch computes on, chosen by measuring the steps themselves.
 
 torch runs one thread per core. On an idle 2-core machine two threads train and generate faster
-than one; with one core kept busy by another process they are 2-5x slower, because every
+than one; with one core kept busy by another process they are 2-50x slower, because every
 multi-threaded operation waits for its slowest thread, and that thread waits for the other
 process (BENCHMARKS.md, "Threads on a busy machine"). No fixed count is right on both, so `auto`
 measures: the first steps run at each candidate count in turn (1, 2, 1, 2, ... up to the cores
-this process may use and torch would use), and the rest run at the one whose median step was
-shortest. If the median of the recent steps then drifts by more than 30% from the chosen
-count's, the machine has changed (a job started or ended): the candidates are measured again,
-at most once every `gap` steps. The steps measured are the real work (training steps, generation
-steps), so measuring costs only the few steps run at the slower count.
+this process may use and torch would use), and the rest run at the one whose median measurement
+was shortest. A measurement covers at least `span` seconds of steps in a row at one count: a
+generated character takes a millisecond or less, and two threads can run a few such steps at full
+speed between the moments the other process holds their core (on a busy Xeon, measuring single
+steps, `auto` chose 2 threads and generated at 0.06x one thread's rate: BENCHMARKS.md). If the
+median of the recent steps then drifts by more than 30% from the chosen count's, the machine has
+changed (a job started or ended): the candidates are measured again, at most once every `gap`
+steps. The steps measured are the real work (training steps, generation steps), so measuring
+costs only the steps run at the slower count.
 
 A count is pinned, and never measured, by a number (`train.threads: 1`, `sample --threads 1`) or by
 OMP_NUM_THREADS or MKL_NUM_THREADS in the environment (torch has read them already).
@@ -61,7 +65,8 @@ class Threads:
     candidates: the counts to choose from (one: nothing is measured). pinned: why the count is fixed
     (shown beside it). rounds: measurements of each candidate a probe takes. window, drift, gap: the
     recent steps whose median is watched, the change in it (a fraction) that starts a new probe, and
-    the fewest steps between two probes. clock and set_threads are injected by tests.
+    the fewest steps between two probes. span: the least time (s) one measurement covers, in steps
+    taken in a row at one count. clock and set_threads are injected by tests.
     """
 
     def __init__(
@@ -72,17 +77,19 @@ class Threads:
         window: int = 20,
         drift: float = 0.3,
         gap: int = 200,
+        span: float = 0.01,
         clock: Callable[[], float] = time.perf_counter,
         set_threads: Callable[[int], None] = torch.set_num_threads,
     ):
         self.candidates, self.pinned = list(candidates), pinned
-        self.rounds, self.drift, self.gap = rounds, drift, gap
+        self.rounds, self.drift, self.gap, self.span = rounds, drift, gap, span
         self.clock, self.set_threads = clock, set_threads
         self.recent: deque[float] = deque(maxlen=window)
         self.chosen, self.reference = self.candidates[0], None  # the count, and its median step (s)
         self.probes, self.since_probe = 0, 0
         self.schedule: list[int] = []  # the counts still to measure in this probe, in order
-        self.measured: dict[int, list[float]] = {}
+        self.measured: dict[int, list[float]] = {}  # each count's measurements: mean seconds a step
+        self.pending: list[float] = []  # the steps of the measurement under way
         self.warm_up = len(self.candidates) > 1  # the first step (allocations, a compile) is not measured
         self.before = self.current = torch.get_num_threads()
         if len(self.candidates) == 1:
@@ -131,9 +138,12 @@ class Threads:
         if self.warm_up:
             self.warm_up = False
         elif self.schedule:
-            self.measured.setdefault(self.schedule.pop(0), []).append(seconds)
-            if not self.schedule:
-                self.finish_probe()
+            self.pending.append(seconds)
+            if sum(self.pending) >= self.span:
+                self.measured.setdefault(self.schedule.pop(0), []).append(statistics.fmean(self.pending))
+                self.pending = []
+                if not self.schedule:
+                    self.finish_probe()
         else:
             self.recent.append(seconds)
             self.since_probe += 1
@@ -142,7 +152,7 @@ class Threads:
 
     def start_probe(self) -> None:
         self.schedule = [c for _ in range(self.rounds) for c in self.candidates]  # interleaved: 1 2 1 2 …
-        self.measured = {}
+        self.measured, self.pending = {}, []
 
     def finish_probe(self) -> None:
         medians = {c: statistics.median(times) for c, times in self.measured.items()}

@@ -84,6 +84,35 @@ def test_one_slow_step_in_the_probe_does_not_decide_it():
     assert threads.chosen == 2
 
 
+class BusyMachine(Machine):
+    """Short steps on a core another process shares: at 2 threads most take 0.3 ms, but every tenth
+    waits 20 ms for the thread the other process holds (mean 2.3 ms); 1 thread: 0.5 ms each."""
+
+    def step(self) -> int:
+        self.count = getattr(self, "count", 0) + 1
+        stalled = self.threads == 2 and self.count % 10 == 0
+        self.now += 0.0005 if self.threads == 1 else (0.02 if stalled else 0.0003)
+        return self.threads
+
+
+def test_short_steps_are_measured_over_a_span_that_takes_in_the_stalls():
+    machine = BusyMachine({})
+    ran = run_steps(chooser(machine, rounds=3, span=0.025), machine, 2000)
+    assert set(ran[-1000:]) == {1}  # a step's median (0.3 ms at 2) would have chosen 2
+    at_two = [i for i, count in enumerate(ran) if count == 2]
+    assert len(at_two) > 3  # each measurement at 2 ran steps in a row until 25 ms had passed
+    machine = BusyMachine({})
+    assert set(run_steps(chooser(machine, rounds=3, span=0.0), machine, 200)[-100:]) == {2}  # one step each
+
+
+def test_a_measurement_spans_consecutive_steps_and_counts_their_mean():
+    machine = Machine({1: 2**-8, 2: 2**-10})  # seconds a step, exact in binary: no rounding in the sums
+    threads = chooser(machine, rounds=1, span=10 * 2**-10)
+    ran = run_steps(threads, machine, 1 + 3 + 10 + 5)
+    assert ran == [1] + [1] * 3 + [2] * 10 + [2] * 5  # warm-up; 3 steps reach the span at 1, 10 at 2
+    assert threads.measured == {1: [2**-8], 2: [2**-10]} and threads.chosen == 2
+
+
 def test_a_drift_in_the_step_time_measures_again_and_a_steady_one_never_does():
     machine = Machine({1: 0.08, 2: 0.06})
     threads = chooser(machine, rounds=3, window=10, drift=0.3, gap=50)
