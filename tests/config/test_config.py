@@ -229,7 +229,8 @@ def test_the_shipped_configs_are_the_top_level_ones_and_answer_to_their_names_fr
     tmp_path, monkeypatch
 ):
     assert SHIPPED_CONFIGS == ROOT / "configs"  # one copy in the repository (the wheel carries it)
-    assert shipped_configs() == ["cpu", "cpu_long", "cpu_quick", "induction", "shakespeare_char", "tiny"]
+    shipped = ["cpu", "cpu_large", "cpu_long", "cpu_quick", "induction", "shakespeare_char", "tiny"]
+    assert shipped_configs() == shipped
     monkeypatch.chdir(tmp_path)  # outside the checkout: no configs/ here
     for given in ["cpu", "cpu.yaml", "configs/cpu.yaml", "./configs/cpu.yaml"]:
         assert config_path(given) == SHIPPED_CONFIGS / "cpu.yaml"
@@ -253,7 +254,8 @@ def test_a_missing_config_lists_the_shipped_names(tmp_path):
         load_config(tmp_path / "nowhere.yaml")
     assert str(caught.value) == (
         f"config file {tmp_path / 'nowhere.yaml'} does not exist; pass a YAML file or the name of a "
-        "shipped config (cpu, cpu_long, cpu_quick, induction, shakespeare_char, tiny), e.g. --config cpu"
+        "shipped config (cpu, cpu_large, cpu_long, cpu_quick, induction, shakespeare_char, tiny), "
+        "e.g. --config cpu"
     )
 
 
