@@ -52,7 +52,13 @@ RECIPES = [
         "cpu.yaml's shape; a short run gains most from the highest rate Muon takes",
     ),
     (10, "configs/cpu.yaml", "4 x 128, block 64, batch 24: many cheap steps"),
-    (30, "configs/cpu_long.yaml", "4 x 128 at block 128: more context once there is time to learn it"),
+    (15, "configs/cpu_long.yaml", "4 x 128 at block 128: more context once there is time to learn it"),
+    (
+        30,
+        "configs/cpu_large.yaml",
+        "6 x 192 with dropout 0.1: past 10M characters, cpu_long.yaml's 0.8M parameters learn the training "
+        "text itself",
+    ),
 ]
 
 # nanoGPT's config/train_shakespeare_char.py, as written (its GPU recipe)
