@@ -10,8 +10,8 @@ was shortest. A measurement covers at least `span` seconds of steps in a row at 
 generated character takes a millisecond or less, and two threads can run a few such steps at full
 speed between the moments the other process holds their core (on a busy Xeon, measuring single
 steps, `auto` chose 2 threads and generated at 0.06x one thread's rate: BENCHMARKS.md). If the
-median of the recent steps then drifts by more than 30% from the chosen count's, the machine has
-changed (a job started or ended): the candidates are measured again, at most once every `gap`
+median of the recent measurements then drifts by more than 30% from the chosen count's, the
+machine has changed (a job started or ended): the candidates are measured again, at most once every `gap`
 steps. The steps measured are the real work (training steps, generation steps), so measuring
 costs only the steps run at the slower count.
 
@@ -64,7 +64,7 @@ class Threads:
 
     candidates: the counts to choose from (one: nothing is measured). pinned: why the count is fixed
     (shown beside it). rounds: measurements of each candidate a probe takes. window, drift, gap: the
-    recent steps whose median is watched, the change in it (a fraction) that starts a new probe, and
+    recent measurements whose median is watched, the change in it (a fraction) that starts a new probe, and
     the fewest steps between two probes. span: the least time (s) one measurement covers, in steps
     taken in a row at one count. clock and set_threads are injected by tests.
     """
@@ -84,12 +84,12 @@ class Threads:
         self.candidates, self.pinned = list(candidates), pinned
         self.rounds, self.drift, self.gap, self.span = rounds, drift, gap, span
         self.clock, self.set_threads = clock, set_threads
-        self.recent: deque[float] = deque(maxlen=window)
+        self.recent: deque[float] = deque(maxlen=window)  # measurements since the probe
         self.chosen, self.reference = self.candidates[0], None  # the count, and its median step (s)
         self.probes, self.since_probe = 0, 0
         self.schedule: list[int] = []  # the counts still to measure in this probe, in order
         self.measured: dict[int, list[float]] = {}  # each count's measurements: mean seconds a step
-        self.pending: list[float] = []  # the steps of the measurement under way
+        self.pending: list[float] = []  # the steps (s) of the measurement under way
         self.warm_up = len(self.candidates) > 1  # the first step (allocations, a compile) is not measured
         self.before = self.current = torch.get_num_threads()
         if len(self.candidates) == 1:
@@ -138,17 +138,26 @@ class Threads:
         if self.warm_up:
             self.warm_up = False
         elif self.schedule:
-            self.pending.append(seconds)
-            if sum(self.pending) >= self.span:
-                self.measured.setdefault(self.schedule.pop(0), []).append(statistics.fmean(self.pending))
-                self.pending = []
+            measurement = self.measure(seconds)
+            if measurement is not None:
+                self.measured.setdefault(self.schedule.pop(0), []).append(measurement)
                 if not self.schedule:
                     self.finish_probe()
         else:
-            self.recent.append(seconds)
             self.since_probe += 1
-            if self.drifted() and self.since_probe >= self.gap:
-                self.start_probe()
+            measurement = self.measure(seconds)
+            if measurement is not None:
+                self.recent.append(measurement)
+                if self.drifted() and self.since_probe >= self.gap:
+                    self.start_probe()
+
+    def measure(self, seconds: float) -> float | None:
+        """The mean step of the steps gathered, once they cover `span` seconds; None while they do not."""
+        self.pending.append(seconds)
+        if sum(self.pending) < self.span:
+            return None
+        mean, self.pending = statistics.fmean(self.pending), []
+        return mean
 
     def start_probe(self) -> None:
         self.schedule = [c for _ in range(self.rounds) for c in self.candidates]  # interleaved: 1 2 1 2 …
@@ -164,7 +173,8 @@ class Threads:
         self.use(self.chosen)
 
     def drifted(self) -> bool:
-        """Whether the median of a full window of recent steps is off the probe's by more than `drift`."""
+        """Whether the median of a full window of recent measurements is off the probe's by more than
+        `drift`."""
         if self.reference is None or len(self.recent) < (self.recent.maxlen or 0):
             return False
         ratio = statistics.median(self.recent) / self.reference

@@ -105,6 +105,18 @@ def test_short_steps_are_measured_over_a_span_that_takes_in_the_stalls():
     assert set(run_steps(chooser(machine, rounds=3, span=0.0), machine, 200)[-100:]) == {2}  # one step each
 
 
+def test_stalls_that_start_after_the_probe_are_seen_as_drift_though_most_steps_stay_fast():
+    machine = Machine({1: 0.0005, 2: 0.0003})  # idle: 2 threads win
+    threads = chooser(machine, rounds=3, span=0.01, window=10, gap=50)
+    run_steps(threads, machine, 500)
+    assert threads.chosen == 2 and threads.probes == 1
+    busy = BusyMachine({})  # another process starts: one step in ten at 2 threads now waits 20 ms
+    busy.threads = machine.threads
+    threads.clock, threads.set_threads = busy.clock, busy.set_threads
+    ran = run_steps(threads, busy, 3000)
+    assert threads.probes == 2 and threads.chosen == 1 and set(ran[-1000:]) == {1}
+
+
 def test_a_measurement_spans_consecutive_steps_and_counts_their_mean():
     machine = Machine({1: 2**-8, 2: 2**-10})  # seconds a step, exact in binary: no rounding in the sums
     threads = chooser(machine, rounds=1, span=10 * 2**-10)
