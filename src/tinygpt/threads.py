@@ -131,10 +131,11 @@ class Threads:
         self.use(count)
         start = self.clock()
         yield
-        self.took(count, self.clock() - start)
+        self.took(self.clock() - start)
 
-    def took(self, count: int, seconds: float) -> None:
-        """Count one step of `seconds` at `count` threads: into the probe under way, or the drift watch."""
+    def took(self, seconds: float) -> None:
+        """Count one step of `seconds` at the count it ran at (the probe's next, else the chosen one): into
+        the probe under way, or the drift watch."""
         if self.warm_up:
             self.warm_up = False
         elif self.schedule:

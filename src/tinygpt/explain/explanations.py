@@ -299,19 +299,31 @@ def explain_many(
     h, n, what_of, where_of = paired_scores(c, masks, fires.float(), precision, recall, valid)
     p2, r2 = h / n.clamp(min=1), h / fired.clamp(min=1)
     pairs = ranked(f1_of(p2, r2), p2, h > 0)[:count]  # (≤count, U)
+    whats, wheres = what_of.tolist(), where_of.tolist()
+    holds = c.holds.unsqueeze(1).expand_as(hits)  # (K, U)
+    single = picked(singles, valid, (precision, recall, holds, hits), lambda k, u: f"fires on {c.words(k)}")
+    pair = picked(
+        pairs,
+        h > 0,
+        (p2, r2, n, h),
+        lambda p, u: f"fires on {c.words(whats[p][u])} {c.words(wheres[p][u], True)}",
+    )
+    return [
+        sorted(a + b, key=lambda e: (-e.f1, -e.precision))[:count] for a, b in zip(single, pair, strict=True)
+    ]
+
+
+def picked(order, valid, numbers, words) -> list[list[Explanation]]:
+    """Unit by unit, an Explanation for each candidate that `order` (≤count, U) picks and `valid` (K, U)
+    allows. numbers: its precision, recall, holds and hits, each (K, U), read once as lists;
+    words(k, u): its words."""
+    columns = [t.gather(0, order).T.tolist() for t in (valid, *numbers)]  # each (U, ≤count)
     found = []
-    for u in range(acts.size(0)):
-        mine = [
-            Explanation(f"fires on {c.words(k)}", *(float(t[k, u]) for t in (precision, recall)),
-                        int(c.holds[k]), int(hits[k, u]))
-            for k in singles[:, u].tolist() if valid[k, u]
-        ]  # fmt: skip
-        mine += [
-            Explanation(f"fires on {c.words(int(what_of[p, u]))} {c.words(int(where_of[p, u]), True)}",
-                        float(p2[p, u]), float(r2[p, u]), int(n[p, u]), int(h[p, u]))
-            for p in pairs[:, u].tolist() if h[p, u] > 0
-        ]  # fmt: skip
-        found.append(sorted(mine, key=lambda e: (-e.f1, -e.precision))[:count])
+    for u, (ks, *unit) in enumerate(zip(order.T.tolist(), *columns, strict=True)):
+        found.append([
+            Explanation(words(k, u), p, r, int(n), int(hit))
+            for k, ok, p, r, n, hit in zip(ks, *unit, strict=True) if ok
+        ])  # fmt: skip
     return found
 
 
