@@ -43,10 +43,14 @@ def pinned_by_environment() -> str | None:
     return None
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def most_threads() -> int:
     """The most threads worth trying: the cores this process may run on, and no more than torch uses."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, torch.get_num_threads()))
+    return max(1, min(usable_cores(), torch.get_num_threads()))
 
 
 def threads_value(value: Any, name: str) -> int | str:
@@ -205,7 +209,13 @@ def threads_for(
     a count wins over the environment, which pins `auto`. why_fixed: why `auto` should not measure here
     (torchrun's ranks); off the CPU, torch's threads hardly matter and are left as they are."""
     if setting != "auto":
-        return Threads([int(setting)], pinned=f"{name} {setting}", **options)
+        count, cores = int(setting), usable_cores()
+        if count > cores:  # more threads than cores never computes faster, and tens of thousands crash OpenMP
+            raise UserError(
+                f"{name} {count} is more than the {cores} CPU(s) this process can use; use auto, or a count "
+                f"from 1 to {cores}"
+            )
+        return Threads([count], pinned=f"{name} {setting}", **options)
     fixed = pinned_by_environment() or why_fixed or (None if device.type == "cpu" else f"on {device.type}")
     if fixed:
         return Threads([torch.get_num_threads()], pinned=fixed, **options)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import tinygpt.threads as threads_module
 from tinygpt.config.run_config import from_dict
 from tinygpt.errors import UserError
 from tinygpt.threads import Threads, most_threads, threads_for, threads_value
@@ -212,6 +213,16 @@ def test_a_thread_count_that_is_not_auto_or_a_whole_number_is_refused_in_one_lin
     assert str(caught.value) == (
         f"--threads {value} is not allowed; use auto or a whole number ≥ 1 (the CPU threads to use)"
     )
+
+
+def test_a_count_above_the_cores_this_process_can_use_is_refused(monkeypatch):
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 2)
+    with pytest.raises(UserError) as caught:
+        threads_for(3, "train.threads", CPU, set_threads=lambda n: None)
+    assert str(caught.value) == (
+        "train.threads 3 is more than the 2 CPU(s) this process can use; use auto, or a count from 1 to 2"
+    )
+    assert threads_for(2, "--threads", CPU, set_threads=lambda n: None).candidates == [2]
 
 
 def test_auto_and_whole_numbers_are_taken_from_a_config_and_a_command_line():

@@ -193,6 +193,12 @@ CASES = [
         "train.threads = 0 is not allowed; train.threads must be auto or an integer ≥ 1",
     ),
     Case(
+        "threads-more-than-cores",  # 100,000 crashed OpenMP (a segmentation fault) before any message
+        lambda g: train(g, train={"threads": 100_000}),
+        "train.threads 100000 is more than the",
+        absent="run",
+    ),
+    Case(
         "model-too-large",
         lambda g: train(g, model={"n_embd": 200_000, "n_head": 1}),
         "the model is too large to train here",
@@ -384,6 +390,11 @@ CASES = [
         "threads-option-not-a-count",
         lambda g: sample(g, "--threads", "many"),
         "--threads many is not allowed; use auto or a whole number ≥ 1",
+    ),
+    Case(
+        "threads-option-more-than-cores",
+        lambda g: sample(g, "--threads", "100000"),
+        "--threads 100000 is more than the",
     ),
     Case(
         "top-k-above-vocabulary",
