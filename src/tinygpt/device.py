@@ -1,4 +1,8 @@
-"""Which device to run on: `auto` picks the best one this machine has; an explicit choice must exist."""
+"""Which device to run on (`auto` picks the best one this machine has; an explicit choice must exist),
+and how much memory it has free."""
+
+import os
+from pathlib import Path
 
 import torch
 
@@ -27,3 +31,20 @@ def pick_device(name: str) -> torch.device:
             "use device auto or cpu"
         )
     return torch.device(name)
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free for new tensors on `device`, or None where it cannot be known."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type == "cpu":
+        meminfo = Path("/proc/meminfo")
+        if meminfo.is_file():  # Linux: what can be had without swapping
+            for line in meminfo.read_text().splitlines():
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+        try:  # elsewhere: physical memory
+            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            return None
+    return None

@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import tinygpt.explain.features as features_module
 from tinygpt.app.api import features, load
 from tinygpt.app.cli import main
 from tinygpt.errors import UserError
@@ -22,7 +23,7 @@ from tinygpt.explain.dictionary import TopKDictionary
 from tinygpt.explain.explanations import top_contexts
 from tinygpt.explain.feature_notes import DESCRIBED, ranked
 from tinygpt.explain.feature_quality import assess, evaluation_windows
-from tinygpt.explain.features import dictionary_of, step_zero_model
+from tinygpt.explain.features import Options, dictionary_bytes, dictionary_of, step_zero_model
 from tinygpt.explain.validation import corpus_of
 from tinygpt.files.checkpoint import read_checkpoint, save_checkpoint
 from tinygpt.files.feature_file import FeatureFile, read_features
@@ -339,6 +340,10 @@ BAD = {  # id: (arguments, or a function of (tmp_path, run) giving them; what th
     "k-zero": (lambda t, r: ["features", str(r), "--k", "0"], "--k 0 is below 1"),
     "size-zero": (lambda t, r: ["features", str(r), "--size", "0"], "--size 0 is below 1"),
     "positions-zero": (lambda t, r: ["features", str(r), "--positions", "0"], "--positions 0 is below 1"),
+    "size-beyond-memory": (  # a trillion latents: the allocator's traceback before this check
+        lambda t, r: ["features", str(r), "--size", str(10**12)],
+        "--size 1,000,000,000,000 is too large to train here",
+    ),
     "layer-not-a-number": (lambda t, r: ["features", str(r), "--layer", "one"], "is not a layer"),
     "run-without-checkpoint": (no_checkpoint, "holds no checkpoint (best.pt)"),
     "no-features-yet": (
@@ -358,6 +363,22 @@ BAD = {  # id: (arguments, or a function of (tmp_path, run) giving them; what th
         "feature 999",
     ),
 }
+
+
+def test_a_dictionary_larger_than_free_memory_is_refused(monkeypatch):
+    options, cpu = Options(layer=0, size=4096, k=16), torch.device("cpu")
+    weights = 2 * 4096 * 128  # encoder and decoder
+    need = dictionary_bytes(4096, 128, options.batch)
+    assert need == 4 * (weights * 4 + weights + 2 * options.batch * 4096)  # float32: Adam's state, the batch
+    monkeypatch.setattr(features_module, "free_memory", lambda device: need)
+    options.check_fits(128, cpu)  # just enough: nothing to say
+    monkeypatch.setattr(features_module, "free_memory", lambda device: need - 1)
+    with pytest.raises(
+        UserError, match=r"^--size 4,096 is too large to train here: .* a layer 128 wide needs"
+    ):
+        options.check_fits(128, cpu)
+    monkeypatch.setattr(features_module, "free_memory", lambda device: None)  # unknown: no check
+    options.check_fits(128, cpu)
 
 
 @pytest.mark.parametrize("case", list(BAD), ids=list(BAD))

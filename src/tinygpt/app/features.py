@@ -74,6 +74,7 @@ def made_features(run: str | Path, layer: int | str | None, options, device: str
     config = model.config
     layers = range(config.n_layer) if layer == "all" else [layer]
     chosen = [dataclasses.replace(options, layer=each).checked(config) for each in layers]
+    chosen[0].check_fits(config.n_embd, model.wte.weight.device)  # every layer's dictionary is as large
     corpus = corpus_of(saved, config.block_size, checkpoint)
     for options in chosen:
         made = make_features(saved, model, corpus.train, corpus.val, options, progress)

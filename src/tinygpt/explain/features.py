@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.config.run_config import TrainSection
+from tinygpt.device import free_memory
 from tinygpt.errors import UserError
 from tinygpt.explain.dictionary import TopKDictionary, train_dictionary
 from tinygpt.explain.feature_notes import describe_features, description_precision
@@ -77,9 +78,30 @@ class Options:
             raise UserError(f"--seed {self.seed} is not allowed; use an integer ≥ 0 and ≤ {SEED['high']}")
         return Options(layer, self.site, size, self.k, self.seed, self.positions, self.batch)
 
+    def check_fits(self, width: int, device: torch.device) -> None:
+        """Raise UserError when training this dictionary (size filled in) of a layer `width` wide could not
+        fit in the device's free memory; nothing is checked where that is unknown."""
+        free = free_memory(device)
+        need = dictionary_bytes(self.size, width, self.batch)
+        if free is not None and need > free:
+            raise UserError(
+                f"--size {self.size:,} is too large to train here: a dictionary of {self.size:,} latents of "
+                f"a layer {width} wide needs at least {need / 2**30:,.1f} GiB, and {device.type} has "
+                f"{free / 2**30:,.1f} GiB free; leave --size out ({WIDTHS} × the width: "
+                f"{WIDTHS * width:,}) or make it smaller"
+            )
+
     @property
     def hook(self) -> str:
         return f"blocks.{self.layer}.{self.site}"
+
+
+def dictionary_bytes(size: int, width: int, batch: int) -> int:
+    """A lower bound on the memory training a dictionary holds at once, in bytes: its encoder and decoder
+    (size × width each) with their gradients and Adam's two moments, float32, while the first
+    dictionary's weights wait beside the control's; and a batch's pre-activations and their gradient."""
+    weights = 2 * size * width
+    return (4 + 1) * weights * 4 + 2 * batch * size * 4
 
 
 def step_zero_model(checkpoint: Checkpoint) -> GPT:

@@ -20,11 +20,9 @@ test_memory.py holds the bound below a real step's measured peak, and close
 enough to it that a batch twice too large is refused.
 """
 
-import os
-from pathlib import Path
-
 import torch
 
+from tinygpt.device import free_memory
 from tinygpt.errors import UserError
 from tinygpt.model import GPTConfig
 
@@ -41,23 +39,6 @@ def parameter_count(c: GPTConfig) -> int:
     linear_biases = (3 * C + C + 4 * C + C) if c.bias else 0  # qkv, attention out, MLP in, MLP out
     block = 12 * C * C + linear_biases + 2 * layer_norm  # qkv 3C², out C², MLP 4C² + 4C²
     return c.vocab_size * C + c.block_size * C + c.n_layer * block + layer_norm
-
-
-def free_memory(device: torch.device) -> int | None:
-    """Bytes free for new tensors on `device`, or None where it cannot be known."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    if device.type == "cpu":
-        meminfo = Path("/proc/meminfo")
-        if meminfo.is_file():  # Linux: what can be had without swapping
-            for line in meminfo.read_text().splitlines():
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-        try:  # elsewhere: physical memory
-            return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (AttributeError, ValueError, OSError):
-            return None
-    return None
 
 
 def activation_bytes(c: GPTConfig, batch_size: int, value_bytes: int) -> int:
