@@ -128,9 +128,9 @@ class TrainSection:
     compile: bool = setting(False, "torch.compile the model")
     threads: int | str = setting(
         "auto",
-        "CPU threads for torch; auto: the count whose steps are fastest, measured over the first steps and "
-        "again when the step time drifts (OMP_NUM_THREADS or MKL_NUM_THREADS pin it; under torchrun each "
-        "rank keeps torch's)",
+        "CPU threads for torch, at most the CPUs this process can use; auto: the count whose steps are "
+        "fastest, measured over the first steps and again when the step time drifts (OMP_NUM_THREADS or "
+        "MKL_NUM_THREADS pin it; under torchrun each rank keeps torch's)",
         low=1,
     )
     tensorboard: bool = setting(
