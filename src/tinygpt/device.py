@@ -9,6 +9,8 @@ import torch
 from tinygpt.config.run_config import DEVICES
 from tinygpt.errors import UserError
 
+GiB = 2**30
+
 
 def pick_device(name: str) -> torch.device:
     """auto → cuda, then mps, then cpu; an explicit choice must exist on this machine."""

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 from tinygpt.config.run_config import TrainSection
-from tinygpt.device import free_memory
+from tinygpt.device import GiB, free_memory
 from tinygpt.errors import UserError
 from tinygpt.explain.dictionary import TopKDictionary, train_dictionary
 from tinygpt.explain.feature_notes import describe_features, description_precision
@@ -86,8 +86,8 @@ class Options:
         if free is not None and need > free:
             raise UserError(
                 f"--size {self.size:,} is too large to train here: a dictionary of {self.size:,} latents of "
-                f"a layer {width} wide needs at least {need / 2**30:,.1f} GiB, and {device.type} has "
-                f"{free / 2**30:,.1f} GiB free; leave --size out ({WIDTHS} × the width: "
+                f"a layer {width} wide needs at least {need / GiB:,.1f} GiB, and {device.type} has "
+                f"{free / GiB:,.1f} GiB free; leave --size out ({WIDTHS} × the width: "
                 f"{WIDTHS * width:,}) or make it smaller"
             )
 
@@ -100,8 +100,11 @@ def dictionary_bytes(size: int, width: int, batch: int) -> int:
     """A lower bound on the memory training a dictionary holds at once, in bytes: its encoder and decoder
     (size × width each) with their gradients and Adam's two moments, float32, while the first
     dictionary's weights wait beside the control's; and a batch's pre-activations and their gradient."""
-    weights = 2 * size * width
-    return (4 + 1) * weights * 4 + 2 * batch * size * 4
+    weights = 2 * size * width  # encoder and decoder, 4 bytes each
+    trained = weights * 4 * 4  # weight, gradient, Adam's exp_avg and exp_avg_sq
+    kept = weights * 4  # the first dictionary's weights while the control trains
+    latents = 2 * batch * size * 4  # a batch's pre-activations and their gradient
+    return trained + kept + latents
 
 
 def step_zero_model(checkpoint: Checkpoint) -> GPT:

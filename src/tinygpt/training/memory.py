@@ -22,14 +22,13 @@ enough to it that a batch twice too large is refused.
 
 import torch
 
-from tinygpt.device import free_memory
+from tinygpt.device import GiB, free_memory
 from tinygpt.errors import UserError
 from tinygpt.model import GPTConfig
 
 TRAINING_BYTES_PER_PARAMETER = 16  # weight, gradient, AdamW's exp_avg and exp_avg_sq, all float32
 KEPT_PER_BLOCK = 16  # × n_embd values per token: ln_1 in and out, q, k, v, attention out, ln_2 in and out
 #                     (C each), the MLP's hidden layer before and after GELU (4·C each)
-GiB = 2**30
 
 
 def parameter_count(c: GPTConfig) -> int:
