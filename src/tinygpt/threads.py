@@ -6,14 +6,24 @@ multi-threaded operation waits for its slowest thread, and that thread waits for
 process (BENCHMARKS.md, "Threads on a busy machine"). No fixed count is right on both, so `auto`
 measures: the first steps run at each candidate count in turn (1, 2, 1, 2, ... up to the cores
 this process may use and torch would use), and the rest run at the one whose median measurement
-was shortest. A measurement covers at least `span` seconds of steps in a row at one count: a
-generated character takes a millisecond or less, and two threads can run a few such steps at full
-speed between the moments the other process holds their core (on a busy Xeon, measuring single
-steps, `auto` chose 2 threads and generated at 0.06x one thread's rate: BENCHMARKS.md). If the
-median of the recent measurements then drifts by more than 30% from the chosen count's, the
-machine has changed (a job started or ended): the candidates are measured again, at most once every `gap`
-steps. The steps measured are the real work (training steps, generation steps), so measuring
-costs only the steps run at the slower count.
+was shortest. Only the counts that fit in the cores no other process is running on are measured
+(Linux's procs_running, less this process's own running threads, at the start of a probe): one
+multi-threaded step beside a busy core can wait 100 ms for it, longer than a whole short
+generation, so a count that does not fit is not tried; the idle cores are looked at again every
+`gap` steps, and a change measures the counts again. A probe ends after a round (the first, most
+often) once one count's measurements are all `clear`ly (2x) faster than every other count's: there
+the slower count's further rounds would only cost its slow steps. A choice made so early rests on
+one measurement of each count, which a step descheduled for a moment could upset, so a probe of all
+its rounds checks it `gap` steps later.
+
+A measurement covers at least `span` seconds of steps in a row at one count: a generated character
+takes a millisecond or less, and two threads can run a few such steps at full speed between the
+moments the other process holds their core (on a busy Xeon, measuring single steps, `auto` chose 2
+threads and generated at 0.06x one thread's rate: BENCHMARKS.md). If the median of the recent
+measurements then drifts by more than 30% from the chosen count's, the machine has changed (a job
+started or ended): the candidates are measured again, at most once every `gap` steps. The steps
+measured are the real work (training steps, generation steps), so measuring costs only the steps run
+at the slower count.
 
 A count is pinned, and never measured, by a number (`train.threads: 1`, `sample --threads 1`) or by
 OMP_NUM_THREADS or MKL_NUM_THREADS in the environment (torch has read them already).
@@ -48,6 +58,33 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def idle_cores() -> int | None:
+    """The CPUs no other process is running on now: the machine's, less the threads of other processes
+    that are running or waiting to run (/proc/stat's procs_running, less this process's own threads
+    that are). None where that cannot be told: not Linux, or this process may use only some of the
+    machine's CPUs (the count is the whole machine's)."""
+    cpus = os.cpu_count()
+    if cpus is None or usable_cores() != cpus:
+        return None
+    try:
+        with open("/proc/stat") as stat:
+            running = next(int(line.split()[1]) for line in stat if line.startswith("procs_running"))
+        ours = sum(own_thread_running(task.path) for task in os.scandir("/proc/self/task"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return cpus - max(0, running - ours)
+
+
+def own_thread_running(task: str) -> bool:
+    """Whether the thread whose /proc directory is `task` is running (state R); a thread that has
+    ended meanwhile is not."""
+    try:
+        with open(f"{task}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "R"  # after the name, which may hold spaces
+    except OSError:
+        return False
+
+
 def most_threads() -> int:
     """The most threads worth trying: the cores this process may run on, and no more than torch uses."""
     return max(1, min(usable_cores(), torch.get_num_threads()))
@@ -67,10 +104,12 @@ class Threads:
     and times it. A with block puts torch's count back as it found it.
 
     candidates: the counts to choose from (one: nothing is measured). pinned: why the count is fixed
-    (shown beside it). rounds: measurements of each candidate a probe takes. window, drift, gap: the
+    (shown beside it). rounds: measurements of each candidate a probe takes (at most). clear: the ratio
+    between a count's measurements and the fastest's that ends a probe after a round. window, drift, gap: the
     recent measurements whose median is watched, the change in it (a fraction) that starts a new probe, and
-    the fewest steps between two probes. span: the least time (s) one measurement covers, in steps
-    taken in a row at one count. clock and set_threads are injected by tests.
+    the fewest steps between two probes, and between two looks at the idle cores. span: the least time (s)
+    one measurement covers, in steps taken in a row at one count. idle: the cores idle now (None: not
+    known), clock and set_threads: injected by tests.
     """
 
     def __init__(
@@ -78,20 +117,26 @@ class Threads:
         candidates: Sequence[int],
         pinned: str | None = None,
         rounds: int = 3,
+        clear: float = 2.0,
         window: int = 20,
         drift: float = 0.3,
         gap: int = 200,
         span: float = 0.01,
+        idle: Callable[[], int | None] = idle_cores,
         clock: Callable[[], float] = time.perf_counter,
         set_threads: Callable[[int], None] = torch.set_num_threads,
     ):
         self.candidates, self.pinned = list(candidates), pinned
-        self.rounds, self.drift, self.gap, self.span = rounds, drift, gap, span
-        self.clock, self.set_threads = clock, set_threads
+        self.rounds, self.clear, self.drift, self.gap, self.span = rounds, clear, drift, gap, span
+        self.idle, self.clock, self.set_threads = idle, clock, set_threads
         self.recent: deque[float] = deque(maxlen=window)  # measurements since the probe
         self.chosen, self.reference = self.candidates[0], None  # the count, and its median step (s)
-        self.probes, self.since_probe = 0, 0
+        self.probes = 0  # the choices made so far, measured or not
+        self.since_probe, self.looked = 0, 0  # steps since the last choice, and that figure at the last look
+        self.fitting = self.candidates  # the counts that fit in the cores idle at the last probe's start
         self.schedule: list[int] = []  # the counts still to measure in this probe, in order
+        self.checking = False  # the probe under way runs all its rounds: it checks a choice made early
+        self.unchecked = False  # the choice was made after one round: a whole probe checks it, gap steps on
         self.measured: dict[int, list[float]] = {}  # each count's measurements: mean seconds a step
         self.pending: list[float] = []  # the steps (s) of the measurement under way
         self.warm_up = len(self.candidates) > 1  # the first step (allocations, a compile) is not measured
@@ -146,15 +191,15 @@ class Threads:
             measurement = self.measure(seconds)
             if measurement is not None:
                 self.measured.setdefault(self.schedule.pop(0), []).append(measurement)
-                if not self.schedule:
+                if not self.schedule or self.clear_winner():
                     self.finish_probe()
         else:
             self.since_probe += 1
             measurement = self.measure(seconds)
             if measurement is not None:
                 self.recent.append(measurement)
-                if self.drifted() and self.since_probe >= self.gap:
-                    self.start_probe()
+                if self.since_probe >= self.gap and (self.drifted() or self.unchecked or self.room_changed()):
+                    self.start_probe(checking=self.unchecked)
 
     def measure(self, seconds: float) -> float | None:
         """The mean step of the steps gathered, once they cover `span` seconds; None while they do not."""
@@ -164,18 +209,54 @@ class Threads:
         mean, self.pending = statistics.fmean(self.pending), []
         return mean
 
-    def start_probe(self) -> None:
-        self.schedule = [c for _ in range(self.rounds) for c in self.candidates]  # interleaved: 1 2 1 2 …
-        self.measured, self.pending = {}, []
+    def start_probe(self, checking: bool = False) -> None:
+        """Measure the counts that fit in the idle cores, or choose the one that fits without measuring."""
+        self.fitting = self.fits()
+        self.measured, self.pending, self.checking, self.looked = {}, [], checking, 0
+        if len(self.fitting) == 1:  # other processes run on the other cores
+            self.schedule, self.unchecked = [], False
+            self.choose(self.fitting[0], None)
+        else:
+            self.schedule = [c for _ in range(self.rounds) for c in self.fitting]  # interleaved: 1 2 1 2 …
+
+    def fits(self) -> list[int]:
+        """The candidates no larger than the cores idle now (all of them where that is not known), at least
+        the smallest."""
+        room = self.idle()
+        return [c for c in self.candidates if room is None or c <= room] or self.candidates[:1]
+
+    def room_changed(self) -> bool:
+        """Whether the counts that fit in the idle cores differ from the last probe's; looked at once every
+        `gap` steps."""
+        if self.since_probe - self.looked < self.gap:
+            return False
+        self.looked = self.since_probe
+        return self.fits() != self.fitting
+
+    def clear_winner(self) -> bool:
+        """Whether, at the end of a round, one count's slowest measurement is `clear` times faster than
+        every other count's fastest (never in a probe that checks an earlier choice)."""
+        if self.checking or len(self.schedule) % len(self.candidates):
+            return False
+        slowest = {c: max(times) for c, times in self.measured.items()}
+        best = min(slowest, key=slowest.get)
+        return all(
+            min(times) >= self.clear * slowest[best] for c, times in self.measured.items() if c != best
+        )
 
     def finish_probe(self) -> None:
+        self.unchecked, self.schedule = bool(self.schedule), []  # rounds left: the choice was made early
         medians = {c: statistics.median(times) for c, times in self.measured.items()}
-        self.chosen = min(medians, key=medians.get)
-        self.reference = medians[self.chosen]
+        fastest = min(medians, key=medians.get)
+        self.choose(fastest, medians[fastest])
+
+    def choose(self, count: int, reference: float | None) -> None:
+        """Run at `count` from now on; `reference`: its median step (s) when measured, watched for drift."""
+        self.chosen, self.reference = count, reference
         self.probes += 1
         self.since_probe = 0
         self.recent.clear()
-        self.use(self.chosen)
+        self.use(count)
 
     def drifted(self) -> bool:
         """Whether the median of a full window of recent measurements is off the probe's by more than
@@ -187,10 +268,10 @@ class Threads:
 
     @property
     def shown(self) -> str:
-        """The count for a progress bar: `2`, `1 pinned`, or `probing` while the first probe runs."""
+        """The count for a progress bar: `2`, `1 pinned`, or `probing` while a probe runs."""
         if self.pinned:
             return f"{self.chosen} pinned"
-        return "probing" if self.reference is None else str(self.chosen)
+        return "probing" if self.schedule else str(self.chosen)
 
     def described(self) -> str:
         """The choice in words, for the line a run prints before its first step."""
@@ -199,7 +280,16 @@ class Threads:
         if len(self.candidates) == 1:
             return f"{self.chosen} (the only count this process can use)"
         counts = ", ".join(map(str, self.candidates))
-        return f"auto: measured over the first steps at {counts}, again when the step time drifts"
+        if len(self.fitting) == 1:  # chosen without measuring: other processes run on the other cores
+            return (
+                f"auto: {self.chosen}, the cores no other process is running on now ({counts} measured "
+                "when more are idle)"
+            )
+        fitting = ", ".join(map(str, self.fitting))
+        return (
+            f"auto: measured over the first steps at {fitting}, again when the step time drifts or the "
+            "idle cores change"
+        )
 
 
 def threads_for(

@@ -1,5 +1,10 @@
 """tinygpt.threads: the count whose steps are fastest, measured on the steps themselves, and pins."""
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 import torch
 
@@ -16,6 +21,7 @@ class Machine:
 
     def __init__(self, cost: dict[int, float]):
         self.cost, self.now, self.threads, self.sets = dict(cost), 0.0, torch.get_num_threads(), []
+        self.stall = 0.0  # added to the next step only: the step descheduled for a while
 
     def clock(self) -> float:
         return self.now
@@ -25,7 +31,8 @@ class Machine:
         self.sets.append(count)
 
     def step(self) -> int:
-        self.now += self.cost[self.threads]
+        self.now += self.cost[self.threads] + self.stall
+        self.stall = 0.0
         return self.threads
 
 
@@ -36,6 +43,8 @@ def unpinned(monkeypatch) -> None:
 
 
 def chooser(machine: Machine, candidates=(1, 2), **options) -> Threads:
+    """Threads on the fake machine; the idle cores not known (every candidate measured) unless given."""
+    options.setdefault("idle", lambda: None)
     return Threads(candidates, clock=machine.clock, set_threads=machine.set_threads, **options)
 
 
@@ -44,7 +53,7 @@ def run_steps(threads: Threads, machine: Machine, n: int) -> list[int]:
     return [threads.run(machine.step) for _ in range(n)]
 
 
-@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.2}, 1), ({1: 0.1, 2: 0.07}, 2)])
+@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.12}, 1), ({1: 0.1, 2: 0.07}, 2)])
 def test_the_first_steps_measure_each_count_in_turn_and_the_rest_run_at_the_fastest(cost, fastest):
     machine = Machine(cost)
     threads = chooser(machine, rounds=3)
@@ -55,7 +64,7 @@ def test_the_first_steps_measure_each_count_in_turn_and_the_rest_run_at_the_fast
     assert threads.shown == str(fastest) and threads.probes == 1
 
 
-@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.2}, 1), ({1: 0.1, 2: 0.07}, 2)])
+@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.12}, 1), ({1: 0.1, 2: 0.07}, 2)])
 def test_each_times_the_loop_body_as_a_step_and_hands_the_items_over_in_order(cost, fastest):
     """A loop `for i in threads.each(items)`: each body runs at the count run would call fn at."""
     machine = Machine(cost)
@@ -75,14 +84,40 @@ def test_each_with_one_candidate_measures_nothing():
     assert list(threads.each("abc")) == ["a", "b", "c"] and threads.probes == 0
 
 
-def test_one_slow_step_in_the_probe_does_not_decide_it():
-    """The median of each count's steps: a step descheduled once (10 s) is outvoted."""
+@pytest.mark.parametrize("cost, fastest", [({1: 0.08, 2: 0.2}, 1), ({1: 0.3, 2: 0.1}, 2)])
+def test_a_count_clearly_faster_after_one_round_ends_the_probe_and_a_whole_probe_checks_it_later(
+    cost, fastest
+):
+    machine = Machine(cost)
+    threads = chooser(machine, rounds=3, window=10, gap=50)
+    ran = run_steps(threads, machine, 3)
+    assert ran == [1, 1, 2] and threads.chosen == fastest  # warm-up, 1, 2: 2.5x or 3x apart, so no more
+    ran = run_steps(threads, machine, 50)
+    assert set(ran[:49]) == {fastest} and threads.probes == 1
+    ran = run_steps(threads, machine, 6)  # gap steps on: all three rounds, even though as clear
+    assert ran == [1, 2, 1, 2, 1, 2] and threads.probes == 2 and threads.chosen == fastest
+    assert set(run_steps(threads, machine, 200)) == {fastest} and threads.probes == 2  # checked: no more
+
+
+def test_a_step_descheduled_in_the_first_round_decides_only_until_the_check():
+    machine = Machine({1: 0.1, 2: 0.05})
+    threads = chooser(machine, rounds=3, window=10, gap=50)
+    run_steps(threads, machine, 2)  # the warm-up and the first at 1
+    machine.stall = 10  # the next step (at 2) is interrupted for 10 s: 2 threads look 200x slower
+    run_steps(threads, machine, 1)
+    assert threads.chosen == 1
+    run_steps(threads, machine, 60)  # gap steps at 1, then the check: 1 2 1 2 1 2
+    assert threads.chosen == 2 and threads.probes == 2
+
+
+def test_one_slow_step_after_the_first_round_does_not_decide_the_probe():
+    """The median of each count's measurements: a step descheduled once (10 s) is outvoted."""
     machine = Machine({1: 0.1, 2: 0.05})
     threads = chooser(machine, rounds=3)
-    run_steps(threads, machine, 2)  # the warm-up and the first at 1
-    machine.now += 10  # the next step (at 2) is interrupted for 10 s
-    run_steps(threads, machine, 5)
-    assert threads.chosen == 2
+    run_steps(threads, machine, 4)  # the warm-up, 1, 2, 1
+    machine.stall = 10  # the next step (at 2) is interrupted for 10 s
+    run_steps(threads, machine, 3)
+    assert threads.chosen == 2 and threads.probes == 1
 
 
 class BusyMachine(Machine):
@@ -115,7 +150,54 @@ def test_stalls_that_start_after_the_probe_are_seen_as_drift_though_most_steps_s
     busy.threads = machine.threads
     threads.clock, threads.set_threads = busy.clock, busy.set_threads
     ran = run_steps(threads, busy, 3000)
-    assert threads.probes == 2 and threads.chosen == 1 and set(ran[-1000:]) == {1}
+    assert threads.probes == 3 and threads.chosen == 1 and set(ran[-1000:]) == {1}  # drift, then its check
+
+
+def test_counts_that_do_not_fit_in_the_idle_cores_are_never_tried():
+    machine = Machine({1: 0.1, 2: 0.07, 3: 0.04})
+    threads = chooser(machine, candidates=(1, 2, 3), idle=lambda: 2)  # a third core runs another process
+    assert threads.described().startswith("auto: measured over the first steps at 1, 2, again")
+    ran = run_steps(threads, machine, 20)
+    assert ran[:7] == [1, 1, 2, 1, 2, 1, 2] and set(ran[7:]) == {2}
+    machine = Machine({1: 0.1, 2: 0.05})
+    threads = chooser(machine, idle=lambda: 1)  # one core idle: 1 thread, nothing measured
+    assert threads.shown == "1" and threads.probes == 1
+    assert set(run_steps(threads, machine, 300)) == {1} and threads.probes == 1
+    assert threads.described() == (
+        "auto: 1, the cores no other process is running on now (1, 2 measured when more are idle)"
+    )
+
+
+def test_when_the_idle_cores_change_the_counts_that_fit_are_measured_again():
+    machine, idle = Machine({1: 0.1, 2: 0.07}), [1]
+    threads = chooser(machine, idle=lambda: idle[0], window=10, gap=50)
+    assert set(run_steps(threads, machine, 100)) == {1}
+    idle[0] = 2  # the other process ended
+    ran = run_steps(threads, machine, 60)
+    assert threads.probes == 2 and threads.chosen == 2 and [1, 2, 1, 2, 1, 2] == ran[ran.index(2) - 1 :][:6]
+    idle[0] = 0  # two other processes: no core idle, 1 thread still fits (the least there is)
+    run_steps(threads, machine, 60)
+    assert threads.probes == 3 and threads.chosen == 1 and threads.shown == "1"
+
+
+def test_the_idle_cores_are_the_machines_less_the_other_processes_running():
+    """procs_running counts every thread running or waiting to run; this process's own are not others."""
+    cores = threads_module.idle_cores()
+    if cores is None:
+        pytest.skip("not Linux, or this process may use only some of the CPUs")
+    assert 1 <= cores + 1 and cores <= os.cpu_count()
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)  # started: it is running or waiting to run from now on
+        assert max(threads_module.idle_cores() for _ in range(5)) <= os.cpu_count() - 1
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_the_idle_cores_are_not_known_where_this_process_may_use_only_some_cpus(monkeypatch):
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: (os.cpu_count() or 1) + 1)
+    assert threads_module.idle_cores() is None
 
 
 def test_a_measurement_spans_consecutive_steps_and_counts_their_mean():
@@ -134,9 +216,12 @@ def test_a_drift_in_the_step_time_measures_again_and_a_steady_one_never_does():
     machine.cost = {1: 0.09, 2: 0.25}  # another job takes a core: 2 threads get slow
     ran = run_steps(threads, machine, 20)
     assert threads.probes == 2 and threads.chosen == 1
-    assert ran[-1] == 1 and 2 in ran[10:]  # the window filled, then both counts were measured again
+    again = ran.index(1)  # the window's median moved, then both counts were measured again
+    assert again <= 10 and ran[again : again + 2] == [1, 2] and set(ran[again + 2 :]) == {1}  # 2.8x: clear
+    run_steps(threads, machine, 300)  # gap steps on, the early choice checked by all three rounds
+    assert threads.probes == 3 and threads.chosen == 1
     run_steps(threads, machine, 300)  # steady at the new speed: no more probes
-    assert threads.probes == 2
+    assert threads.probes == 3
 
 
 def test_probes_are_at_least_gap_steps_apart():

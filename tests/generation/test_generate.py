@@ -228,7 +228,8 @@ def test_the_one_position_steps_run_through_threads_which_measure_them_and_chang
     what it samples without: the steps, not the refills, are what the count is chosen on."""
     model = small_model()
     ticks, counts = iter(range(10_000)), []
-    threads = Threads([1, 2], rounds=2, window=100, clock=lambda: next(ticks), set_threads=counts.append)
+    clock = lambda: next(ticks)  # noqa: E731
+    threads = Threads([1, 2], rounds=2, window=100, idle=lambda: None, clock=clock, set_threads=counts.append)
     prompt = torch.zeros(1, 3, dtype=torch.long)
     g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
     made = torch.cat(list(stream(model, prompt, 40, generator=g(), threads=threads)), dim=1)

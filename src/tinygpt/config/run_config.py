@@ -128,8 +128,9 @@ class TrainSection:
     compile: bool = setting(False, "torch.compile the model")
     threads: int | str = setting(
         "auto",
-        "CPU threads for torch, at most the CPUs this process can use; auto: the count whose steps are "
-        "fastest, measured over the first steps and again when the step time drifts (OMP_NUM_THREADS or "
+        "CPU threads for torch, at most the CPUs this process can use; auto: of the counts that fit in the "
+        "cores no other process is running on, the one whose steps are fastest, measured over the first "
+        "steps and again when the step time drifts or the idle cores change (OMP_NUM_THREADS or "
         "MKL_NUM_THREADS pin it; under torchrun each rank keeps torch's)",
         low=1,
     )
