@@ -236,7 +236,7 @@ class Threads:
     def clear_winner(self) -> bool:
         """Whether, at the end of a round, one count's slowest measurement is `clear` times faster than
         every other count's fastest (never in a probe that checks an earlier choice)."""
-        if self.checking or len(self.schedule) % len(self.candidates):
+        if self.checking or len(self.schedule) % len(self.fitting):  # mid-round
             return False
         slowest = {c: max(times) for c, times in self.measured.items()}
         best = min(slowest, key=slowest.get)

@@ -159,6 +159,9 @@ def test_counts_that_do_not_fit_in_the_idle_cores_are_never_tried():
     assert threads.described().startswith("auto: measured over the first steps at 1, 2, again")
     ran = run_steps(threads, machine, 20)
     assert ran[:7] == [1, 1, 2, 1, 2, 1, 2] and set(ran[7:]) == {2}
+    machine = Machine({1: 0.2, 2: 0.05, 3: 0.04})
+    ran = run_steps(chooser(machine, candidates=(1, 2, 3), idle=lambda: 2), machine, 10)
+    assert ran == [1, 1, 2] + [2] * 7  # of the two that fit, 2 is 4x faster after a round: no more rounds
     machine = Machine({1: 0.1, 2: 0.05})
     threads = chooser(machine, idle=lambda: 1)  # one core idle: 1 thread, nothing measured
     assert threads.shown == "1" and threads.probes == 1
