@@ -58,21 +58,33 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def idle_cores() -> int | None:
+def idle_cores(reads: int = 3, apart: float = 0.0005) -> int | None:
     """The CPUs no other process is running on now: the machine's, less the threads of other processes
-    that are running or waiting to run (/proc/stat's procs_running, less this process's own threads
-    that are). None where that cannot be told: not Linux, or this process may use only some of the
-    machine's CPUs (the count is the whole machine's)."""
+    that are running or waiting to run (/proc/stat's procs_running, less this process's own threads that
+    are, counted before and after it and the larger taken: one of ours may stop meanwhile). The fewest
+    others of `reads` reads `apart` seconds apart, so that a thread running for a moment (a kernel worker,
+    a shell) does not count. None where that cannot be told: not Linux, or this process may use only
+    some of the machine's CPUs (the count is the whole machine's)."""
     cpus = os.cpu_count()
     if cpus is None or usable_cores() != cpus:
         return None
+    others = []
     try:
-        with open("/proc/stat") as stat:
-            running = next(int(line.split()[1]) for line in stat if line.startswith("procs_running"))
-        ours = sum(own_thread_running(task.path) for task in os.scandir("/proc/self/task"))
+        for i in range(reads):
+            if i:
+                time.sleep(apart)
+            ours = own_threads_running()
+            with open("/proc/stat") as stat:
+                running = next(int(line.split()[1]) for line in stat if line.startswith("procs_running"))
+            others.append(running - max(ours, own_threads_running()))
     except (OSError, StopIteration, ValueError, IndexError):
         return None
-    return cpus - max(0, running - ours)
+    return cpus - max(0, min(others))
+
+
+def own_threads_running() -> int:
+    """This process's threads that are running or waiting to run."""
+    return sum(own_thread_running(task.path) for task in os.scandir("/proc/self/task"))
 
 
 def own_thread_running(task: str) -> bool:
