@@ -3,16 +3,16 @@ kept busy, all interleaved in one process.
 
     python benchmarks/threads.py --rounds 5 --out benchmarks/results/threads.json
 
-Each round takes every measurement once, in turn: for each condition (`quiet`: as the machine is;
-`busy`: another process spinning `while True: pass` for the round) and each thread setting (1, 2,
-auto), a burst of --steps training steps of cpu.yaml's shape (4 layers × 128, block 64, batch 24,
-Muon, float32, on a generated corpus: the speed does not depend on the text) and a burst of --chars
-generated characters at cpu.yaml's shape and at 6 × 384 (shakespeare_char's, block 256; untrained,
-seeded). `auto` starts afresh each burst (tinygpt.threads.Threads): its figure includes the steps it
-spends measuring, as a run's does. Training steps are real optimizer steps (the weights move; the
-speed does not care). Prints, per condition, the median of the bursts of each setting and its ratio
-to 1 thread; --out writes every burst as JSON. "quiet" is only as quiet as the machine: the load
-average is printed before each round.
+Each round takes every measurement once, in turn (the settings in a shuffled order): for each condition
+(`quiet`: as the machine is; `busy`: another process spinning `while True: pass` for the round) and each
+thread setting (1, 2, auto), a burst of --steps training steps of cpu.yaml's shape (4 layers × 128,
+block 64, batch 24, Muon, float32, on a generated corpus: the speed does not depend on the text) and a
+burst of --chars generated characters at cpu.yaml's shape and at 6 × 384 (shakespeare_char's, block 256;
+untrained, seeded). `auto` starts afresh each burst (tinygpt.threads.Threads): its figure includes the
+steps it spends measuring, as a run's does. Training steps are real optimizer steps (the weights move;
+the speed does not care). Prints, per condition, the median of the bursts of each setting and its ratio
+to 1 thread; --out writes every burst as JSON. "quiet" is only as quiet as the machine: the load average
+is printed before each round.
 """
 
 import argparse
@@ -88,17 +88,20 @@ def generation_burst(model: GPT, setting: str, chars: int) -> float:
     return chars / (time.perf_counter() - start)
 
 
-def one_round(models, trainer, args, busy: bool, first_step: int) -> dict:
+def one_round(models, trainer, args, busy: bool, first_step: int, order: random.Random) -> dict:
+    """Each setting's bursts, the settings in a shuffled order: a burst runs faster or slower for the one
+    before it (the other process moves between cores), so no setting always follows the same one."""
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
     try:
         found = {}
-        for setting in SETTINGS:
+        for setting in order.sample(SETTINGS, len(SETTINGS)):
             if setting != "auto" and int(setting) > CORES:
                 continue
             found[f"train {setting}"] = training_burst(trainer, setting, args.steps, first_step)
             for name, model in models.items():
                 found[f"generate {name} {setting}"] = generation_burst(model, setting, args.chars)
-        found["auto chose"] = CHOSEN[-1 - len(models) :]  # training's, then each model's
+            if setting == "auto":
+                found["auto chose"] = CHOSEN[-1 - len(models) :]  # training's, then each model's
         return found
     finally:
         if spinner is not None:
@@ -141,12 +144,12 @@ def main() -> None:
         }
         for model in models.values():  # warm-up: first calls allocate
             generation_burst(model, "1", 20)
-        bursts, step = {"quiet": [], "busy (one core spinning)": []}, 0
+        bursts, step, order = {"quiet": [], "busy (one core spinning)": []}, 0, random.Random(1)
         for r in range(args.rounds):
             load = os.getloadavg()[0]
             print(f"round {r + 1}/{args.rounds}: load average {load:.2f}", file=sys.stderr)
             for condition in bursts:
-                found = one_round(models, trainer, args, condition != "quiet", step)
+                found = one_round(models, trainer, args, condition != "quiet", step, order)
                 step += args.steps * len(SETTINGS)
                 bursts[condition].append(found | {"load_average": load})
     print(f"torch {torch.__version__}, {CORES} threads at most, {os.cpu_count()} CPUs")

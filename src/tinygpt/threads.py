@@ -9,8 +9,9 @@ this process may use and torch would use), and the rest run at the one whose med
 was shortest. Only the counts that fit in the cores no other process is running on are measured
 (Linux's procs_running, less this process's own running threads, at the start of a probe): one
 multi-threaded step beside a busy core can wait 100 ms for it, longer than a whole short
-generation, so a count that does not fit is not tried; the idle cores are looked at again every
-`gap` steps, and a change measures the counts again. A probe ends after a round (the first, most
+generation, so a count that does not fit is not tried; while fewer threads than the most run, the
+idle cores are looked at again every `gap` steps (and second), and more of them measure the counts
+again. A probe ends after a round (the first, most
 often) once one count's measurements are all `clear`ly (2x) faster than every other count's: there
 the slower count's further rounds would only cost its slow steps. A choice made so early rests on
 one measurement of each count, which a step descheduled for a moment could upset, so a probe of all
@@ -58,28 +59,35 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def idle_cores(reads: int = 3, apart: float = 0.0005) -> int | None:
-    """The CPUs no other process is running on now: the machine's, less the threads of other processes
-    that are running or waiting to run (/proc/stat's procs_running, less this process's own threads that
-    are, counted before and after it and the larger taken: one of ours may stop meanwhile). The fewest
-    others of `reads` reads `apart` seconds apart, so that a thread running for a moment (a kernel worker,
-    a shell) does not count. None where that cannot be told: not Linux, or this process may use only
-    some of the machine's CPUs (the count is the whole machine's)."""
+def idle_cores(reads: int = 3, apart: float = 0.002) -> int | None:
+    """The CPUs no other process is running on now: the machine's, less the threads of other processes that
+    are running or waiting to run. A read that sees none is taken at once; one that sees some is read
+    again, up to `reads` times `apart` seconds apart, and the fewest taken: right after a two-thread
+    step, one read saw another process on an idle machine 7% of the time (our own threads settling, a
+    kernel worker), three reads 2 ms apart never in 179. None where that cannot be told: not Linux, or
+    this process may use only some of the machine's CPUs (the count is the whole machine's)."""
     cpus = os.cpu_count()
     if cpus is None or usable_cores() != cpus:
         return None
-    others = []
     try:
-        for i in range(reads):
-            if i:
-                time.sleep(apart)
-            ours = own_threads_running()
-            with open("/proc/stat") as stat:
-                running = next(int(line.split()[1]) for line in stat if line.startswith("procs_running"))
-            others.append(running - max(ours, own_threads_running()))
+        others = other_threads_running()
+        for _ in range(reads - 1):
+            if others <= 0:
+                break
+            time.sleep(apart)
+            others = min(others, other_threads_running())
     except (OSError, StopIteration, ValueError, IndexError):
         return None
-    return cpus - max(0, min(others))
+    return cpus - max(0, others)
+
+
+def other_threads_running() -> int:
+    """Threads of other processes running or waiting to run, read once (/proc/stat's procs_running less
+    this process's own that are, counted before and after it and the larger taken)."""
+    ours = own_threads_running()
+    with open("/proc/stat") as stat:
+        running = next(int(line.split()[1]) for line in stat if line.startswith("procs_running"))
+    return running - max(ours, own_threads_running())
 
 
 def own_threads_running() -> int:
@@ -120,8 +128,9 @@ class Threads:
     between a count's measurements and the fastest's that ends a probe after a round. window, drift, gap: the
     recent measurements whose median is watched, the change in it (a fraction) that starts a new probe, and
     the fewest steps between two probes, and between two looks at the idle cores. span: the least time (s)
-    one measurement covers, in steps taken in a row at one count. idle: the cores idle now (None: not
-    known), clock and set_threads: injected by tests.
+    one measurement covers, in steps taken in a row at one count. look: the least time (s) between two
+    looks at the idle cores after a probe. idle: the cores idle now (None: not known); clock and
+    set_threads: injected by tests.
     """
 
     def __init__(
@@ -134,17 +143,20 @@ class Threads:
         drift: float = 0.3,
         gap: int = 200,
         span: float = 0.01,
+        look: float = 1.0,
         idle: Callable[[], int | None] = idle_cores,
         clock: Callable[[], float] = time.perf_counter,
         set_threads: Callable[[int], None] = torch.set_num_threads,
     ):
         self.candidates, self.pinned = list(candidates), pinned
         self.rounds, self.clear, self.drift, self.gap, self.span = rounds, clear, drift, gap, span
+        self.look = look
         self.idle, self.clock, self.set_threads = idle, clock, set_threads
         self.recent: deque[float] = deque(maxlen=window)  # measurements since the probe
         self.chosen, self.reference = self.candidates[0], None  # the count, and its median step (s)
         self.probes = 0  # the choices made so far, measured or not
         self.since_probe, self.looked = 0, 0  # steps since the last choice, and that figure at the last look
+        self.looked_at = 0.0  # the clock at the last look at the idle cores
         self.fitting = self.candidates  # the counts that fit in the cores idle at the last probe's start
         self.schedule: list[int] = []  # the counts still to measure in this probe, in order
         self.checking = False  # the probe under way runs all its rounds: it checks a choice made early
@@ -210,7 +222,7 @@ class Threads:
             measurement = self.measure(seconds)
             if measurement is not None:
                 self.recent.append(measurement)
-                if self.since_probe >= self.gap and (self.drifted() or self.unchecked or self.room_changed()):
+                if self.since_probe >= self.gap and (self.drifted() or self.unchecked or self.room_grew()):
                     self.start_probe(checking=self.unchecked)
 
     def measure(self, seconds: float) -> float | None:
@@ -224,7 +236,8 @@ class Threads:
     def start_probe(self, checking: bool = False) -> None:
         """Measure the counts that fit in the idle cores, or choose the one that fits without measuring."""
         self.fitting = self.fits()
-        self.measured, self.pending, self.checking, self.looked = {}, [], checking, 0
+        self.measured, self.pending, self.checking = {}, [], checking
+        self.looked, self.looked_at = 0, self.clock()
         if len(self.fitting) == 1:  # other processes run on the other cores
             self.schedule, self.unchecked = [], False
             self.choose(self.fitting[0], None)
@@ -237,13 +250,16 @@ class Threads:
         room = self.idle()
         return [c for c in self.candidates if room is None or c <= room] or self.candidates[:1]
 
-    def room_changed(self) -> bool:
-        """Whether the counts that fit in the idle cores differ from the last probe's; looked at once every
-        `gap` steps."""
-        if self.since_probe - self.looked < self.gap:
+    def room_grew(self) -> bool:
+        """Whether more counts fit in the idle cores than at the last probe (another process ended); looked
+        at while the count chosen is not the largest, at most once every `gap` steps and every `look`
+        seconds. Cores that fill up show as drift: the chosen count's steps slow down."""
+        if self.chosen == self.candidates[-1] or self.since_probe - self.looked < self.gap:
             return False
-        self.looked = self.since_probe
-        return self.fits() != self.fitting
+        if self.clock() - self.looked_at < self.look:
+            return False
+        self.looked, self.looked_at = self.since_probe, self.clock()
+        return len(self.fits()) > len(self.fitting)
 
     def clear_winner(self) -> bool:
         """Whether, at the end of a round, one count's slowest measurement is `clear` times faster than

@@ -171,16 +171,26 @@ def test_counts_that_do_not_fit_in_the_idle_cores_are_never_tried():
     )
 
 
-def test_when_the_idle_cores_change_the_counts_that_fit_are_measured_again():
+def test_more_idle_cores_measure_the_counts_again_and_fewer_show_as_drift():
     machine, idle = Machine({1: 0.1, 2: 0.07}), [1]
     threads = chooser(machine, idle=lambda: idle[0], window=10, gap=50)
     assert set(run_steps(threads, machine, 100)) == {1}
     idle[0] = 2  # the other process ended
     ran = run_steps(threads, machine, 60)
     assert threads.probes == 2 and threads.chosen == 2 and [1, 2, 1, 2, 1, 2] == ran[ran.index(2) - 1 :][:6]
-    idle[0] = 0  # two other processes: no core idle, 1 thread still fits (the least there is)
-    run_steps(threads, machine, 60)
+    idle[0] = 0  # two other processes start: no core idle, 1 thread still fits (the least there is)
+    machine.cost = {1: 0.1, 2: 0.4}  # and 2 threads slow down: drift, then the look at the probe's start
+    ran = run_steps(threads, machine, 80)
     assert threads.probes == 3 and threads.chosen == 1 and threads.shown == "1"
+    assert set(ran[ran.index(1) :]) == {1}  # chosen without measuring 2 again
+
+
+def test_at_the_most_threads_the_idle_cores_are_looked_at_only_when_a_probe_starts():
+    """Looking costs a few milliseconds; at the largest count, more idle cores could change nothing."""
+    machine, looks = Machine({1: 0.1, 2: 0.07}), []
+    threads = chooser(machine, idle=lambda: looks.append(1) or 2, window=10, gap=50)
+    run_steps(threads, machine, 1000)
+    assert threads.chosen == 2 and threads.probes == 1 and len(looks) == 1
 
 
 def test_the_idle_cores_are_the_machines_less_the_other_processes_running():
