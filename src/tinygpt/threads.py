@@ -1,17 +1,16 @@
 """How many threads torch computes on, chosen by measuring the steps themselves.
 
-torch runs one thread per core. On an idle 2-core machine two threads train and generate faster
-than one; with one core kept busy by another process they are 2-50x slower, because every
-multi-threaded operation waits for its slowest thread, and that thread waits for the other
-process (BENCHMARKS.md, "Threads on a busy machine"). No fixed count is right on both, so `auto`
-measures: the first steps run at each candidate count in turn (1, 2, 1, 2, ... up to the cores
-this process may use and torch would use), and the rest run at the one whose median measurement
-was shortest. Only the counts that fit in the cores no other process is running on are measured
-(Linux's procs_running, less this process's own running threads, at the start of a probe): one
-multi-threaded step beside a busy core can wait 100 ms for it, longer than a whole short
-generation, so a count that does not fit is not tried; while fewer threads than the most run, the
-idle cores are looked at again every `gap` steps (and second), and more of them measure the counts
-again. A probe ends after a round (the first, most
+torch runs one thread per core. On an idle 2-core machine two threads train and generate faster than
+one; with one core kept busy by another process they are 2-50x slower, because every multi-threaded
+operation waits for its slowest thread, and that thread waits for the other process (BENCHMARKS.md,
+"Threads on a busy machine"). No fixed count is right on both, so `auto` measures: the first steps
+run at each candidate count in turn (1, 2, 1, 2, ... up to the cores this process may use and torch
+would use), and the rest run at the one whose median measurement was shortest. Only the counts that
+fit in the cores no other process is running on are measured (Linux's procs_running, less this
+process's own running threads, at the start of a probe): one multi-threaded step beside a busy core
+can wait 100 ms for it, longer than a whole short generation, so a count that does not fit is not
+tried; while fewer threads than the most run, the idle cores are looked at again every `gap` steps
+(and second), and more of them measure the counts again. A probe ends after a round (the first, most
 often) once one count's measurements are all `clear`ly (2x) faster than every other count's: there
 the slower count's further rounds would only cost its slow steps. A choice made so early rests on
 one measurement of each count, which a step descheduled for a moment could upset, so a probe of all
