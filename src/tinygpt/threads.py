@@ -158,8 +158,7 @@ class Threads:
         self.looked_at = 0.0  # the clock at the last look at the idle cores
         self.fitting = self.candidates  # the counts that fit in the cores idle at the last probe's start
         self.schedule: list[int] = []  # the counts still to measure in this probe, in order
-        self.checking = False  # the probe under way runs all its rounds: it checks a choice made early
-        self.unchecked = False  # the choice was made after one round: a whole probe checks it, gap steps on
+        self.unchecked = False  # the choice was made after one round: the next probe, gap steps on, runs all
         self.measured: dict[int, list[float]] = {}  # each count's measurements: mean seconds a step
         self.pending: list[float] = []  # the steps (s) of the measurement under way
         self.warm_up = len(self.candidates) > 1  # the first step (allocations, a compile) is not measured
@@ -222,7 +221,7 @@ class Threads:
             if measurement is not None:
                 self.recent.append(measurement)
                 if self.since_probe >= self.gap and (self.drifted() or self.unchecked or self.room_grew()):
-                    self.start_probe(checking=self.unchecked)
+                    self.start_probe()
 
     def measure(self, seconds: float) -> float | None:
         """The mean step of the steps gathered, once they cover `span` seconds; None while they do not."""
@@ -232,10 +231,10 @@ class Threads:
         mean, self.pending = statistics.fmean(self.pending), []
         return mean
 
-    def start_probe(self, checking: bool = False) -> None:
+    def start_probe(self) -> None:
         """Measure the counts that fit in the idle cores, or choose the one that fits without measuring."""
         self.fitting = self.fits()
-        self.measured, self.pending, self.checking = {}, [], checking
+        self.measured, self.pending = {}, []
         self.looked, self.looked_at = 0, self.clock()
         if len(self.fitting) == 1:  # other processes run on the other cores
             self.schedule, self.unchecked = [], False
@@ -263,7 +262,7 @@ class Threads:
     def clear_winner(self) -> bool:
         """Whether, at the end of a round, one count's slowest measurement is `clear` times faster than
         every other count's fastest (never in a probe that checks an earlier choice)."""
-        if self.checking or len(self.schedule) % len(self.fitting):  # mid-round
+        if self.unchecked or len(self.schedule) % len(self.fitting):  # a check, or mid-round
             return False
         slowest = {c: max(times) for c, times in self.measured.items()}
         best = min(slowest, key=slowest.get)
