@@ -42,22 +42,26 @@ from tinygpt.app.evaluate import split_loss
 from tinygpt.config.run_config import TrainSection, load_config
 from tinygpt.data.corpus import load_corpus
 from tinygpt.device import pick_device
-from tinygpt.training.precision import prepare_device
+from tinygpt.training.precision import prepare_device, resolve_dtype
 
-# (longest budget in minutes, config, why): the first whose budget is at least the run's is used
+# (longest budget in minutes, config, why, overrides where the run is in float32): the first whose
+# budget is at least the run's is used
 RECIPES = [
     (
         2,
         "configs/cpu_quick.yaml",
         "cpu.yaml's shape; a short run gains most from the highest rate Muon takes",
+        [],
     ),
-    (10, "configs/cpu.yaml", "4 x 128, block 64, batch 24: many cheap steps"),
-    (15, "configs/cpu_long.yaml", "4 x 128 at block 128: more context once there is time to learn it"),
+    (10, "configs/cpu.yaml", "4 x 128, block 64, batch 24: many cheap steps", []),
+    (15, "configs/cpu_long.yaml", "4 x 128 at block 128: more context once there is time to learn it", []),
     (
         30,
         "configs/cpu_large.yaml",
         "6 x 192 with dropout 0.1: past 10M characters, cpu_long.yaml's 0.8M parameters learn the training "
-        "text itself",
+        "text itself; in float32 4 x 192, whose steps take 0.65x as long (1.486 and 1.480 in 30 minutes, "
+        "BENCHMARKS.md)",
+        ["model.n_layer=4"],
     ),
 ]
 
@@ -68,22 +72,31 @@ REFERENCE_GPU_TRAIN = TrainSection(
 )
 
 
-def recipe_for(minutes: float) -> tuple[str, str]:
-    return next((config, why) for most, config, why in RECIPES if minutes <= most)
+def recipe_for(minutes: float, device: torch.device) -> tuple[str, str, list[str], str]:
+    """The config for a run of `minutes`, why, its overrides on this device, and the dtype it runs in."""
+    config_path, why, in_float32 = next((c, w, f) for most, c, w, f in RECIPES if minutes <= most)
+    dtype = resolve_dtype(load_config(config_path).train.dtype, device)
+    return config_path, why, in_float32 if dtype == "float32" else [], dtype
 
 
 def fitted_run(minutes: float, corpus: str, device: torch.device) -> tuple[Run, dict]:
     """tinygpt's recipe for `minutes`, its max_iters set to the steps that fit, measured here."""
-    config_path, why = recipe_for(minutes)
-    corpus_set = [f"data.corpus={corpus}"]
-    config = load_config(config_path, corpus_set)
+    config_path, why, shape, dtype = recipe_for(minutes, device)
+    config = load_config(config_path, shape + [f"data.corpus={corpus}"])
     step_s = training_speed(config, steps=8, warmup=3, progress=False)["step_s_median"]
     steps = max(50, int(minutes * 60 / step_s))
     warmup = min(config.train.warmup_iters, steps // 10)
-    overrides = [f"train.max_iters={steps}", f"train.warmup_iters={warmup}"]
+    overrides = [*shape, f"train.max_iters={steps}", f"train.warmup_iters={warmup}"]
     run = ours(config_path, overrides, corpus, device)
     run.name = f"tinygpt {minutes:g} min"
-    recipe = {"config": config_path, "why": why, "max_iters": steps, "step_s_measured": step_s}
+    recipe = {
+        "config": config_path,
+        "overrides": shape,
+        "dtype": dtype,
+        "why": why,
+        "max_iters": steps,
+        "step_s_measured": step_s,
+    }
     return run, recipe
 
 

@@ -1,5 +1,6 @@
 """benchmarks/frontier.py's refit: a tinygpt run's schedule fitted again to the rate it steps at."""
 
+import torch
 from conftest import load_benchmark
 
 from tinygpt.config.run_config import TrainSection
@@ -32,3 +33,14 @@ def test_a_later_refit_follows_the_rate_since_the_one_before():
     run = frontier.Run("tinygpt 1 min", None, None, 600, 64, step=350, seconds=40.0, schedule=schedule)
     frontier.refit(run, budget_s=60.0, since=(300, 30.0))  # 20 s left at 5 a second: 100 steps
     assert run.max_iters == 350 + int(frontier.MARGIN * 100)
+
+
+def test_the_30_minute_recipe_is_cut_to_4_layers_only_where_it_runs_in_float32(monkeypatch):
+    frontier = load_benchmark("frontier")
+    cpu = torch.device("cpu")
+    for dtype, shape in (("float32", ["model.n_layer=4"]), ("bfloat16", [])):
+        monkeypatch.setattr(frontier, "resolve_dtype", lambda name, device, dtype=dtype: dtype)
+        assert frontier.recipe_for(30, cpu)[::2] == ("configs/cpu_large.yaml", shape)
+        assert frontier.recipe_for(15, cpu)[::2] == ("configs/cpu_long.yaml", [])
+    assert frontier.recipe_for(1, cpu)[0] == "configs/cpu_quick.yaml"
+    assert frontier.recipe_for(5, cpu)[0] == "configs/cpu.yaml"
