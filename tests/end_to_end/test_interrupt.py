@@ -151,6 +151,50 @@ def test_interrupt_then_resume_is_bit_identical_to_one_run(
     assert_identical(comparable(tmp_path / "run"), expected)
 
 
+def test_a_signal_during_a_long_step_drops_it_and_resumes_exactly(tmp_path, monkeypatch):
+    """With train.grad_accum_steps micro-batches a step, Ctrl-C need not wait for the step's end: the
+    step in progress is dropped at its next micro-batch, the one before it saved, and resuming from
+    there gives what a run never stopped gives, bit for bit."""
+    from conftest import make_corpus
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(make_corpus())
+
+    def config(name: str):
+        raw = tiny_raw(corpus, tmp_path / name, max_iters=16, warmup_iters=2, eval_interval=8)
+        raw["train"]["grad_accum_steps"] = 3
+        raw["model"]["dropout"] = 0.1  # the torch random state matters too
+        return from_dict(raw)
+
+    train(config("straight"), progress=False)
+    real, calls = training_setup.train_step, []
+
+    def train_step(*args, abandon):
+        calls.append(0)
+        if len(calls) != 12:
+            return real(*args, abandon=abandon)
+        batches, sampled = args[3], []
+
+        class SignalledMidStep:  # step 12's batches: the signal comes as its second micro-batch is drawn
+            def sample(self, generator):
+                sampled.append(0)
+                if len(sampled) == 2:
+                    signal.raise_signal(signal.SIGINT)
+                return batches.sample(generator)
+
+        return real(*args[:3], SignalledMidStep(), *args[4:], abandon=abandon)
+
+    monkeypatch.setattr(training_setup, "train_step", train_step)
+    with pytest.raises(Interrupted, match="stopped by SIGINT at step 11") as e:
+        train(config("stopped"), progress=False)
+    assert e.value.exit_code == 130 and len(calls) == 12
+    assert read_checkpoint(tmp_path / "stopped" / "last.pt").record["step"] == 11
+    monkeypatch.undo()
+
+    assert train(config("stopped"), resume=True, progress=False)["step"] == 16
+    assert_identical(comparable(tmp_path / "stopped"), comparable(tmp_path / "straight"))
+
+
 def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tiny_config, monkeypatch):
     run = tiny_config.out_dir
     signal_during_step(monkeypatch, 27, times=2)

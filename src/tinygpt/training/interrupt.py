@@ -1,7 +1,9 @@
 """Stopping training cleanly on Ctrl-C (SIGINT), SIGTERM, or SIGHUP (the terminal was closed).
 
 While the training loop runs, the first signal only asks it to stop: the loop
-finishes the step it is in, writes last.pt and raises `Interrupted`, and the
+finishes the step it is in (a step of several micro-batches, train.grad_accum_steps,
+is dropped at its next micro-batch instead, and the step before it saved), writes
+last.pt and raises `Interrupted`, and the
 command line exits with 128 + the signal's number, the shell's convention:
 130 for SIGINT, 143 for SIGTERM. (Under torchrun, which passes a signal on to
 every rank, the ranks stop together at the next log_interval step.) A second

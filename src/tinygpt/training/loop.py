@@ -44,7 +44,7 @@ from tinygpt.training.progress import Bar, print_summary
 from tinygpt.training.resume import RESUME_ADVICE, Progress, where_it_starts
 from tinygpt.training.run_dir import RunDirectory, saved_step
 from tinygpt.training.set_up import Setup, set_up
-from tinygpt.training.step import estimate_loss, global_batch, lr_at
+from tinygpt.training.step import Abandoned, estimate_loss, global_batch, lr_at
 
 
 class Listener(Protocol):
@@ -139,7 +139,10 @@ def _train(
 
             if step == start_step and t.compile:  # torch.compile works at the first call: a minute on a CPU
                 bar.tqdm.set_description("compiling the model (first step)")
-            loss, grad_norm = setup.threads.run(setup.step, step)  # at the threads chosen (threads.py)
+            try:
+                loss, grad_norm = abandonable(setup, stop, step)
+            except Abandoned:  # a stop came between the micro-batches of a step: save the one before
+                training.stop(step, stop.signum)
             step += 1
             training.stepped(step, loss, grad_norm)
             bar.stepped()
@@ -317,6 +320,21 @@ class Training:
             "world_size": s.ranks.world_size,
             "global_batch": global_batch(s.config.train, s.ranks),
         }
+
+
+def abandonable(setup: Setup, stop: StopRequest, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step `step` at the threads chosen (threads.py). In one process, a step of several micro-batches
+    is abandoned between them when a stop is asked for (Abandoned), its random states put back as
+    they were before it, so that last.pt resumes exactly where the run stopped. Under torchrun the
+    ranks stop together between steps (_agreed_stop)."""
+    if setup.config.train.grad_accum_steps == 1 or setup.ranks.world_size > 1:
+        return setup.threads.run(setup.step, step)
+    before = setup.rng_state()
+    try:
+        return setup.threads.run(setup.step, step, lambda: stop.requested)
+    except Abandoned:
+        setup.set_rng_state(before)
+        raise
 
 
 def _agreed_stop(stop: StopRequest, ranks: Ranks, step: int, every: int) -> int | None:

@@ -80,7 +80,8 @@ class Resumable(Protocol):
     config: RunConfig
     ranks: Ranks
     optimizer: torch.optim.Optimizer
-    generator: torch.Generator
+
+    def set_rng_state(self, state: dict[str, torch.Tensor]) -> None: ...
 
 
 def resumed_model(
@@ -129,11 +130,7 @@ def restore(setup: Resumable, saved: Checkpoint, path: Path) -> None:
         by_rank = _needed(saved.rng, "rng")
         if setup.ranks.rank >= len(by_rank):  # a rank the saved run did not have starts its own stream
             return
-        state = by_rank[setup.ranks.rank]
-        torch.set_rng_state(state["torch"])
-        setup.generator.set_state(state["batches"])
-        if setup.ranks.device.type == "cuda" and "cuda" in state:
-            torch.cuda.set_rng_state(state["cuda"], setup.ranks.device)
+        setup.set_rng_state(by_rank[setup.ranks.rank])
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
         what = f"no {e}" if isinstance(e, KeyError) else str(e).splitlines()[0]
         raise UserError(

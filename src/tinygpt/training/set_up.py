@@ -1,6 +1,7 @@
 """Everything one training process needs before its first step, built the same way for
 `tinygpt train` and `tinygpt bench`: precision, corpus, model, optimizer, batches, generator."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from tinygpt.training.memory import check_fits
 from tinygpt.training.optimizer import make_optimizer
 from tinygpt.training.precision import Precision, check_compile_works, precision_for, prepare_device
 from tinygpt.training.resume import resumed_model
-from tinygpt.training.step import global_batch, lr_at, train_step
+from tinygpt.training.step import global_batch, lr_at, never, train_step
 
 
 @dataclass
@@ -38,8 +39,9 @@ class Setup:
     def tokens_per_step(self) -> int:
         return global_batch(self.config.train, self.ranks) * self.config.model.block_size
 
-    def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Optimizer step `step` (from 0); returns the loss and the gradient norm, still on the device."""
+    def step(self, step: int, abandon: Callable[[], bool] = never) -> tuple[torch.Tensor, torch.Tensor]:
+        """Optimizer step `step` (from 0); returns the loss and the gradient norm, still on the device.
+        Abandoned where `abandon()` says yes between its micro-batches (training/step.py)."""
         t = self.config.train
         batches = self.splits["train"]
         return train_step(
@@ -51,6 +53,7 @@ class Setup:
             t,
             lr_at(step, t),
             self.ranks,
+            abandon=abandon,
         )
 
     def rng_state(self) -> dict[str, torch.Tensor]:
@@ -59,6 +62,13 @@ class Setup:
         if self.ranks.device.type == "cuda":
             state["cuda"] = torch.cuda.get_rng_state(self.ranks.device)
         return state
+
+    def set_rng_state(self, state: dict[str, torch.Tensor]) -> None:
+        """This rank's random states set to `state` (rng_state's)."""
+        torch.set_rng_state(state["torch"])
+        self.generator.set_state(state["batches"])
+        if self.ranks.device.type == "cuda" and "cuda" in state:
+            torch.cuda.set_rng_state(state["cuda"], self.ranks.device)
 
 
 def set_up(

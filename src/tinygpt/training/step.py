@@ -35,6 +35,14 @@ def lr_at(step: int, t: TrainSection) -> float:
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.learning_rate - t.min_lr)
 
 
+class Abandoned(Exception):
+    """A step left between its micro-batches because a stop was asked for; nothing of it was applied."""
+
+
+def never() -> bool:
+    return False
+
+
 def train_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -44,10 +52,14 @@ def train_step(
     t: TrainSection,
     lr: float,
     ranks: Ranks = ONE_PROCESS,
+    abandon: Callable[[], bool] = never,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimizer step over grad_accum_steps micro-batches: (last micro-batch's loss, gradient norm).
 
-    Under DDP, gradients are averaged across ranks on the last micro-batch only.
+    Before each micro-batch after the first, `abandon()` is asked: when it says yes, the gradients
+    gathered so far are dropped and Abandoned is raised, so that a stop asked for during a long step
+    (many micro-batches) need not wait for its end. Under DDP, gradients are averaged across ranks
+    on the last micro-batch only.
     The gradient norm is the whole gradient's, before clipping. Both stay on the
     device: reading them (.item()) would make the host wait for the device, so
     the loop does that only at log intervals and evaluations.
@@ -56,6 +68,9 @@ def train_step(
     for group in optimizer.param_groups:
         group["lr"] = lr
     for micro_step in range(t.grad_accum_steps):
+        if micro_step and abandon():
+            optimizer.zero_grad(set_to_none=True)
+            raise Abandoned
         x, y = batches.sample(generator)
         with ranks.sync_gradients(model, sync=micro_step == t.grad_accum_steps - 1):
             with precision.autocast:
