@@ -87,6 +87,7 @@ class Run:
     seconds: float = 0.0
     curve: list = field(default_factory=list)
     schedule: TrainSection | None = None  # tinygpt's: the settings its learning rate is read from each step
+    most_steps: int | None = None  # frontier.py fits a tinygpt run to at most these steps
 
     def train_for(self, seconds: float, until_step: int, device: torch.device) -> None:
         """Take steps until `seconds` have passed on this run's clock or `until_step` is reached."""

@@ -15,9 +15,11 @@ schedule fitted to end at the budget: the script times a few steps of the recipe
 budget, max_iters becomes the steps its own rate so far fits into the budget, and again at half and at
 80% (REFITS), each time at the rate since the fit before (a shared machine's speed drifts: a 15-minute
 run fitted once was stopped at 94% of its steps, before its decay). A run whose clock still reaches
-its budget before its last step is stopped and scored there. nanoGPT runs each of its recipes
-once, for the longest budget, and is scored when its clock passes each budget (or when its recipe ends):
-a run whose schedule is fixed in steps does not need one run per budget. Its CPU recipe is its README's
+its budget before its last step is stopped and scored there; one without dropout is fitted to at
+most the steps that read 10M characters (READ_AT_MOST: more make it worse), so it may end before its
+budget. nanoGPT runs each of its recipes once, for the longest budget, and is scored when its clock
+passes each budget (or when its recipe ends): a run whose schedule is fixed in steps does not need
+one run per budget. Its CPU recipe is its README's
 CPU command; its shakespeare_char recipe is config/train_shakespeare_char.py as written for a GPU
 (10.65M parameters, dropout 0.2), run on this CPU. Both are imported from --nanogpt (model.py) and
 stepped as its train.py steps (compare.py's `reference`); nothing of nanoGPT is copied here.
@@ -39,7 +41,7 @@ from compare import REFERENCE_CPU_RECIPE, REFERENCE_CPU_TRAIN, Run, import_nanog
 
 from tinygpt.app.bench import training_speed
 from tinygpt.app.evaluate import split_loss
-from tinygpt.config.run_config import TrainSection, load_config
+from tinygpt.config.run_config import RunConfig, TrainSection, load_config
 from tinygpt.data.corpus import load_corpus
 from tinygpt.device import pick_device
 from tinygpt.training.precision import prepare_device, resolve_dtype
@@ -84,20 +86,30 @@ def fitted_run(minutes: float, corpus: str, device: torch.device) -> tuple[Run, 
     config_path, why, shape, dtype = recipe_for(minutes, device)
     config = load_config(config_path, shape + [f"data.corpus={corpus}"])
     step_s = training_speed(config, steps=8, warmup=3, progress=False)["step_s_median"]
-    steps = max(50, int(minutes * 60 / step_s))
+    most = most_steps(config)
+    steps = min(max(50, int(minutes * 60 / step_s)), most or sys.maxsize)
     warmup = min(config.train.warmup_iters, steps // 10)
     overrides = [*shape, f"train.max_iters={steps}", f"train.warmup_iters={warmup}"]
     run = ours(config_path, overrides, corpus, device)
-    run.name = f"tinygpt {minutes:g} min"
+    run.name, run.most_steps = f"tinygpt {minutes:g} min", most
     recipe = {
         "config": config_path,
         "overrides": shape,
         "dtype": dtype,
         "why": why,
         "max_iters": steps,
+        "most_steps": most,
         "step_s_measured": step_s,
     }
     return run, recipe
+
+
+def most_steps(config: RunConfig) -> int | None:
+    """The steps within which a recipe without dropout reads READ_AT_MOST characters; None with dropout."""
+    if config.model.dropout > 0:
+        return None
+    t = config.train
+    return READ_AT_MOST // (t.batch_size * t.grad_accum_steps * config.model.block_size)
 
 
 def reference_runs(nanogpt_dir: str, data, device: torch.device) -> list[Run]:
@@ -109,6 +121,12 @@ def reference_runs(nanogpt_dir: str, data, device: torch.device) -> list[Run]:
     return [cpu, gpu]
 
 
+# Characters a tinygpt run without dropout reads at most, however long its budget: past about 10M,
+# cpu_long.yaml's 0.8M parameters learn the training text itself, and a budget fitted with more steps
+# ends worse (BENCHMARKS.md, the frontier: 15 minutes fitted to 7,612 steps of 24 x 128, 23M characters,
+# 1.528 against 1.495 at its own 3,200, 9.8M, on an AVX-512 BF16 EPYC; 4,228 steps, 13M, 1.511 against
+# the 10-minute budget's 1.506 on an AVX2 EPYC). Such a run ends before its budget.
+READ_AT_MOST = 10_000_000
 REFITS = (0.15, 0.5, 0.8)  # shares of its budget at which a tinygpt run's max_iters is fitted to its rate
 MARGIN = 0.98  # of the steps that fit, fitted: the last slice's overshoot and later slower steps
 
@@ -120,6 +138,7 @@ def refit(run: Run, budget_s: float, since: tuple[int, float] = (0, 0.0)) -> Non
     the steps still to come follow the new one."""
     rate = (run.step - since[0]) / max(run.seconds - since[1], 1e-9)  # steps a second, lately
     steps = max(run.step + 1, run.step + int(MARGIN * rate * (budget_s - run.seconds)))
+    steps = min(steps, run.most_steps or steps)
     tqdm.write(f"{run.name}: {run.step} steps in {run.seconds:.1f} s; max_iters {run.max_iters} -> {steps}")
     run.max_iters = run.schedule.max_iters = steps
 

@@ -1,4 +1,4 @@
-"""benchmarks/frontier.py's refit: a tinygpt run's schedule fitted again to the rate it steps at."""
+"""benchmarks/frontier.py: the recipe per budget, and a run's schedule fitted again to its rate."""
 
 import torch
 from conftest import load_benchmark
@@ -44,3 +44,15 @@ def test_the_30_minute_recipe_is_cut_to_4_layers_only_where_it_runs_in_float32(m
         assert frontier.recipe_for(15, cpu)[::2] == ("configs/cpu_long.yaml", [])
     assert frontier.recipe_for(1, cpu)[0] == "configs/cpu_quick.yaml"
     assert frontier.recipe_for(5, cpu)[0] == "configs/cpu.yaml"
+
+
+def test_a_run_without_dropout_is_fitted_to_at_most_10m_characters():
+    frontier = load_benchmark("frontier")
+    cpu_long = frontier.load_config("configs/cpu_long.yaml")  # 24 windows of 128 a step, no dropout
+    assert frontier.most_steps(cpu_long) == 10_000_000 // (24 * 128) == 3255
+    assert frontier.most_steps(frontier.load_config("configs/cpu_large.yaml")) is None  # dropout 0.1
+    schedule = TrainSection(max_iters=3000, warmup_iters=10, learning_rate=1e-2, min_lr=1e-3)
+    run = frontier.Run("tinygpt 15 min", None, None, 3000, 64, step=1000, seconds=100.0, schedule=schedule)
+    run.most_steps = 3255
+    frontier.refit(run, budget_s=900.0)  # 10 steps a second would fit 7,800 more
+    assert run.max_iters == schedule.max_iters == 3255
