@@ -44,7 +44,9 @@ from tinygpt.app.evaluate import split_loss
 from tinygpt.config.run_config import RunConfig, TrainSection, load_config
 from tinygpt.data.corpus import load_corpus
 from tinygpt.device import pick_device
+from tinygpt.training.distributed import ONE_PROCESS
 from tinygpt.training.precision import prepare_device, resolve_dtype
+from tinygpt.training.step import global_batch
 
 # (longest budget in minutes, config, why, overrides where the run is in float32): the first whose
 # budget is at least the run's is used
@@ -108,8 +110,7 @@ def most_steps(config: RunConfig) -> int | None:
     """The steps within which a recipe without dropout reads READ_AT_MOST characters; None with dropout."""
     if config.model.dropout > 0:
         return None
-    t = config.train
-    return READ_AT_MOST // (t.batch_size * t.grad_accum_steps * config.model.block_size)
+    return READ_AT_MOST // (global_batch(config.train, ONE_PROCESS) * config.model.block_size)
 
 
 def reference_runs(nanogpt_dir: str, data, device: torch.device) -> list[Run]:
