@@ -1,18 +1,24 @@
-"""An experiment for issue 39 item 3: generation's one-position step split over two Python threads.
+"""Issue 39 item 3: generation's one-position step on one thread and on two, three ways.
 
     python benchmarks/split_step.py --rounds 10
 
+The Decoder as tinygpt runs it (on two threads, a 6 × 384 model's products cut into one run of
+rows a thread: tinygpt.generation.fused_step), the Decoder with whole products (MKL's own threaded
+product, what it ran before the cut), and an earlier experiment, a split over two Python threads.
+
 torch hands both threads to MKL for each of a 6 × 384 step's row-times-matrix products (MKL_VERBOSE
-shows NThr:2), yet two threads generate no faster than one. This tries the split by hand, as
+shows NThr:2), yet on AMD's EPYCs two threads generated no faster than one. The experiment splits by hand, as
 Megatron-LM splits a layer over devices: each of two threads (this one and a worker, each with
 torch on one thread; torch releases the GIL inside its ops) computes half the heads (their q, k, v
 columns, their attention, their rows of the output projection) and then half the MLP's hidden
 units (columns of c_fc, rows of c_proj); the two partial sums are added. Two hand-offs a layer
 where a split of each product would take four. Against tinygpt.generation.fused_step's Decoder,
 on the same seeded untrained model, it prints the largest logit difference and, over many short
-bursts taken in turn, the best and the median step: the Decoder on 1 and on 2 threads, the split,
-and the weights-read bound at 1 and 2 threads (the bandwidth of summing a 128 MiB buffer).
-Not used by tinygpt: BENCHMARKS.md, "Threads on a busy machine", says what it measured.
+bursts taken in turn, the best and the median step: the Decoder on 1 and on 2 threads (cut, and
+with whole products), the Python split, and the weights-read bound at 1 and 2 threads (the
+bandwidth of summing a 128 MiB buffer).
+The Python split is not used by tinygpt: BENCHMARKS.md, "Threads on a busy machine", says what it
+measured, and "Issue 39 on an AMD EPYC Zen 3" what the cut gives.
 """
 
 import argparse
@@ -115,13 +121,14 @@ def main() -> None:
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.0)).eval()
     decoder, split, ids = Decoder(model), SplitDecoder(model), torch.tensor([3])
+    whole = Decoder(model, split_from=2**62)  # never cut
     cache = KVCache(model.config, 1)
     worst = max((decoder.step(ids, cache) - split.step(ids)).abs().max().item() for _ in range(5))
     print(f"largest logit difference from the Decoder over 5 steps: {worst:.1e}")
     buffer = torch.ones(32 * 2**20)
     weights = sum(p.numel() * 4 for name, p in model.named_parameters() if p.dim() == 2 and "wpe" not in name)
 
-    def decoder_burst() -> float:
+    def decoder_burst(decoder: Decoder = decoder) -> float:
         c = KVCache(model.config, 1)
         with torch.inference_mode():
             for _ in range(20):
@@ -146,6 +153,7 @@ def main() -> None:
         return (time.perf_counter() - start) * weights / (buffer.numel() * 4)
 
     runs = {"Decoder, 1 thread": (1, decoder_burst), "Decoder, 2 threads": (2, decoder_burst)}
+    runs |= {"whole products, 2 thr.": (2, lambda: decoder_burst(whole))}
     runs |= {"split, 2 x 1 thread": (1, split_burst)}
     runs |= {"weights read, 1 thread": (1, read_burst), "weights read, 2 threads": (2, read_burst)}
     found = {name: [] for name in runs}

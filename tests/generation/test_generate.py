@@ -72,6 +72,42 @@ def test_one_position_step_computes_the_models_forward():
         assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [2, 4])
+def test_a_step_with_its_products_cut_over_the_threads_computes_the_models_forward(threads):
+    """Above SPLIT_FROM each product is cut into one run of rows a thread (split_from=0 cuts this small
+    model's): the same logits, for rows with and without biases, at a batch of 2."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for bias in (True, False):
+            model = small_model(seed=7, bias=bias)
+            idx = torch.randint(11, (2, 9))
+            full, _ = model(idx)  # (2, 9, vocab)
+            cache = KVCache(model.config, 2)
+            model(idx[:, :6], cache=cache)
+            decoder = decode.Decoder(model, split_from=0)
+            assert decoder.parts(model.config.n_embd) == threads  # the cut is what runs
+            steps = [decoder.step(idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
+            assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-5)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_products_are_cut_only_for_a_big_model_on_several_threads_that_divide_its_width():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert not decode.Decoder(small_model()).split  # 38 KB of block matrices: whole products
+        big = small_model(n_layer=6, n_head=6, n_embd=384)  # 42 MB, nanoGPT shakespeare_char's shape
+        assert decode.Decoder(big).split and decode.Decoder(big).parts(384) == 2
+        torch.set_num_threads(5)
+        assert decode.Decoder(big).parts(384) == 1  # 384 rows do not cut into 5 runs
+        torch.set_num_threads(1)
+        assert decode.Decoder(big).parts(384) == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_the_one_position_step_on_cuda_computes_the_models_forward(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # training tests may turn it on

@@ -11,6 +11,13 @@ q, k, v cut from the projection without a permute, and every block matrix copied
 the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 products of a
 6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
 tests/generation/test_generate.py holds it to the model's forward.
+
+On more than one thread, a model whose block matrices are too big for a CPU's caches (`SPLIT_FROM`)
+has each product cut by hand: the matrix's rows into one run a thread, a batch of products that
+torch runs one a thread, the pieces summed. MKL's own threaded product of one row by a matrix
+gains nothing from a second thread on AMD's EPYCs (BENCHMARKS.md, issue 39 item 3), where the cut
+makes a 6 × 384 step about 1.4× faster on two threads than on one; a small model loses by it (the
+pieces cost more calls than its products take), so below SPLIT_FROM the products are whole.
 tinygpt.generation.sampling takes it only where `usable` says nothing would be missed: nothing hooked,
 eval mode, float32, no autocast. (torch's own module hooks, which tinygpt's tools do not use, are not
 seen here: read or replace activations through the named hook points.)
@@ -76,15 +83,20 @@ class Layer(NamedTuple):
         return cls(attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj, ln_2, fc, fc_proj)
 
 
+SPLIT_FROM = 16 * 2**20  # bytes of block matrices from which products are cut over the threads (above)
+
+
 class Decoder:
     """A model's weights laid out for one new position a step (a copy of the block matrices, made
     once), and that step. Make it after the weights last change: it does not follow them."""
 
-    def __init__(self, model: GPT):
+    def __init__(self, model: GPT, split_from: int = SPLIT_FROM):
         self.wte, self.wpe = model.wte.weight, model.wpe.weight  # (vocab, C), (block_size, C)
         self.layers = [Layer.of(block) for block in model.h]
         self.ln_f, self.head = Norm.of(model.ln_f), model.lm_head.weight  # head: (vocab, C)
         self.gelu = one_position_gelu(self.wte.device)
+        matrix_bytes = sum(p.nbytes for p in model.h.parameters() if p.dim() == 2)  # the blocks' matrices
+        self.split = self.wte.device.type == "cpu" and matrix_bytes >= split_from
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -92,27 +104,46 @@ class Decoder:
         position cache.length, and their keys and values go into the cache."""
         x = self.wte[ids] + self.wpe[cache.length]  # (B, C)
         B, C = x.shape
-        gelu = self.gelu
+        gelu, parts = self.gelu, self.parts(C)
         for index, n_head, ln_1, qkv, proj, ln_2, fc, fc_proj in self.layers:
-            q, k, v = _matmul(_norm(ln_1, x), qkv).view(B, 3, n_head, 1, -1).unbind(1)  # 3 × (B, nh, 1, hs)
+            qkv_row = _matmul(_norm(ln_1, x), qkv, parts)  # (B, 3·C)
+            q, k, v = qkv_row.view(B, 3, n_head, 1, -1).unbind(1)  # 3 × (B, nh, 1, hs)
             k, v = cache.store(index, k, v)  # (B, nh, length + 1, hs)
             y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs): one query sees every key
-            x = _add_matmul(x, y.view(B, C), proj)
-            x = _add_matmul(x, gelu(_matmul(_norm(ln_2, x), fc)), fc_proj)
+            x = _add_matmul(x, y.view(B, C), proj, parts)
+            x = _add_matmul(x, gelu(_matmul(_norm(ln_2, x), fc, parts)), fc_proj, parts)
         cache.advance(1)
         return F.linear(_norm(self.ln_f, x), self.head)  # (B, vocab)
+
+    def parts(self, C: int) -> int:
+        """Into how many runs of rows each product is cut now: torch's threads, where the model is
+        big enough and they divide the width C (so 4·C too), else 1 (whole)."""
+        threads = torch.get_num_threads() if self.split else 1
+        return threads if C % threads == 0 else 1
 
 
 def _norm(norm: Norm, x: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, eps=1e-5)
 
 
-def _matmul(x: torch.Tensor, m: Matrix) -> torch.Tensor:
-    """x (B, in) times the matrix, plus its bias: (B, out)."""
+def _matmul(x: torch.Tensor, m: Matrix, parts: int) -> torch.Tensor:
+    """x (B, in) times the matrix, plus its bias: (B, out); cut into parts runs of rows if parts > 1."""
+    if parts > 1:
+        out = _cut_product(x, m.weight, parts)
+        return out if m.bias is None else out.add_(m.bias)
     return torch.mm(x, m.weight) if m.bias is None else torch.addmm(m.bias, x, m.weight)
 
 
-def _add_matmul(x: torch.Tensor, h: torch.Tensor, m: Matrix) -> torch.Tensor:
-    """x (B, out) + h (B, in) times the matrix: the residual added inside the matmul."""
-    out = torch.addmm(x, h, m.weight)
+def _add_matmul(x: torch.Tensor, h: torch.Tensor, m: Matrix, parts: int) -> torch.Tensor:
+    """x (B, out) + h (B, in) times the matrix: the residual added inside the matmul (after a cut one)."""
+    out = _cut_product(h, m.weight, parts).add_(x) if parts > 1 else torch.addmm(x, h, m.weight)
     return out if m.bias is None else out.add_(m.bias)
+
+
+def _cut_product(x: torch.Tensor, weight: torch.Tensor, parts: int) -> torch.Tensor:
+    """x (B, in) times weight (in, out) as parts products of in/parts rows each, which torch.bmm
+    runs one a thread, summed: (B, out). The cut is a view; nothing is copied."""
+    B, n_in = x.shape
+    runs = x.view(B, parts, -1).transpose(0, 1)  # (parts, B, in/parts)
+    pieces = torch.bmm(runs, weight.view(parts, n_in // parts, -1))  # (parts, B, out)
+    return pieces.sum(0)
