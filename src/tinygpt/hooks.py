@@ -25,6 +25,9 @@ neurons, feature dictionaries and steering all go through these names and nothin
 | blocks.L.resid_post      | (B, T, C)        | the stream leaving block L                                  |
 | ln_final                 | (B, T, C)        | ln_f of the last stream: what the LM head reads             |
 
+An attention-only model (`model.mlp: false`) has no ln2, mlp.pre, mlp.post or mlp_out: its
+resid_post is its resid_mid.
+
 Tk is T plus what a KV cache holds. A hook on `blocks.L.attn.pattern` runs that layer's attention
 through the plain formula (tinygpt.attention), which computes the weights; every other name is
 reached on the fast path too. In TransformerLens these are `hook_embed`, `blocks.L.hook_resid_pre`,
@@ -59,17 +62,26 @@ BLOCK_SITES = (
 )
 
 
-def hook_names(n_layer: int) -> list[str]:
+MLP_SITES = ("ln2", "mlp.pre", "mlp.post", "mlp_out")
+
+
+def block_sites(mlp: bool = True) -> tuple[str, ...]:
+    """The sites of a block, in the order a forward pass reaches them; without an MLP, none of its."""
+    return BLOCK_SITES if mlp else tuple(site for site in BLOCK_SITES if site not in MLP_SITES)
+
+
+def hook_names(n_layer: int, mlp: bool = True) -> list[str]:
     """Every hook point of a model with n_layer blocks, in the order a forward pass reaches them."""
-    blocks = [f"blocks.{layer}.{site}" for layer in range(n_layer) for site in BLOCK_SITES]
+    blocks = [f"blocks.{layer}.{site}" for layer in range(n_layer) for site in block_sites(mlp)]
     return ["embed", "pos_embed", *blocks, "ln_final"]
 
 
 class HookPoints:
     """The hooks attached to one model, by name; the model's modules share one of these."""
 
-    def __init__(self, n_layer: int):
-        self.names = hook_names(n_layer)
+    def __init__(self, n_layer: int, mlp: bool = True):
+        self.names = hook_names(n_layer, mlp)
+        self.n_layer, self.mlp = n_layer, mlp
         self.active: dict[str, list[Hook]] = {}
 
     def at(self, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -91,16 +103,14 @@ class HookPoints:
         for pattern in patterns:
             matched = fnmatch.filter(self.names, pattern)
             if not matched:
+                missing = "" if self.mlp else " (this model is attention-only: its blocks have no MLP)"
                 raise UserError(
-                    f"no hook point is called {pattern!r}; the names are embed, pos_embed, "
-                    f"blocks.L.<{'|'.join(BLOCK_SITES)}> for L in 0 … {self.n_layer - 1}, and ln_final"
+                    f"no hook point is called {pattern!r}{missing}; the names are embed, pos_embed, "
+                    f"blocks.L.<{'|'.join(block_sites(self.mlp))}> for L in 0 … {self.n_layer - 1}, "
+                    "and ln_final"
                 )
             found += [name for name in matched if name not in found]
         return found
-
-    @property
-    def n_layer(self) -> int:
-        return (len(self.names) - 3) // len(BLOCK_SITES)
 
     @contextmanager
     def attached(self, hooks: dict[str, Hook]) -> Iterator[None]:

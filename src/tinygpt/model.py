@@ -5,7 +5,7 @@ checkpoint maps one-to-one onto GPT-2's parameters:
 
     idx ─► wte(idx) + wpe(positions) ─► dropout ─► h[0] … h[n_layer-1] ─► ln_f ─► lm_head ─► logits
     each block:  x = x + attn(ln_1(x))      (multi-head causal self-attention)
-                 x = x + mlp(ln_2(x))       (n_embd → 4·n_embd → GELU → n_embd)
+                 x = x + mlp(ln_2(x))       (n_embd → 4·n_embd → GELU → n_embd; absent with mlp=False)
 
 The LM head shares its weight with the token embedding. The model knows nothing
 of files, configs, command lines or generation loops (those are in
@@ -44,6 +44,7 @@ class GPTConfig:
     n_embd: int  # width of the residual stream
     dropout: float = 0.0  # dropout on attention weights and residual branches
     bias: bool = True  # biases in linear layers and layer norms, as in GPT-2
+    mlp: bool = True  # an MLP in every block; False: attention-only blocks, as in the circuits papers
 
     @property
     def head_size(self) -> int:
@@ -217,14 +218,17 @@ def erfc_gelu(x: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    """A pre-norm transformer block: attention, then MLP, each added to the residual stream."""
+    """A pre-norm transformer block: attention, then MLP (unless config.mlp is False), each added to
+    the residual stream."""
 
     def __init__(self, config: GPTConfig, layer_index: int, hook_points: HookPoints):
         super().__init__()
         self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
         self.attn = CausalSelfAttention(config, layer_index, hook_points)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config, layer_index, hook_points)
+        if config.mlp:
+            self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+            self.mlp = MLP(config, layer_index, hook_points)
+        self.has_mlp = config.mlp
         self.hook_points = hook_points
         self.names = {site: f"blocks.{layer_index}.{site}" for site in BLOCK_POINTS}
 
@@ -239,8 +243,11 @@ class Block(nn.Module):
         return self.feed_forward(at(name["resid_mid"], x + attended))
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The block's second half: the stream after attention x (B, T, C), the MLP's output added to it."""
+        """The block's second half: the stream after attention x (B, T, C), the MLP's output added to it
+        (without an MLP, x as it is)."""
         at, name = self.hook_points.at, self.names
+        if not self.has_mlp:
+            return at(name["resid_post"], x)
         return at(name["resid_post"], x + at(name["mlp_out"], self.mlp(at(name["ln2"], self.ln_2(x)))))
 
 
@@ -256,7 +263,7 @@ class GPT(nn.Module):
         self.wte = TokenEmbedding(config.vocab_size, config.n_embd)
         self.wpe = PositionEmbedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
-        self.hook_points = HookPoints(config.n_layer)  # shared by every module: tinygpt.hooks
+        self.hook_points = HookPoints(config.n_layer, config.mlp)  # shared by every module: tinygpt.hooks
         self.h = nn.ModuleList(Block(config, i, self.hook_points) for i in range(config.n_layer))
         self.ln_f = LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

@@ -23,10 +23,12 @@ CHARS = sorted(set("\n\t !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
 TEXT = "KING:\nWhat  say'st thou, fool?\té — 🙂 ’tis\n\n"
 
 
-def write_checkpoint(path, bias: bool = True, **extra_config) -> GPT:
+def write_checkpoint(path, bias: bool = True, mlp: bool = True, **extra_config) -> GPT:
     """A small model with every weight random (biases and norm gains too), saved as training saves it."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=len(CHARS), block_size=32, n_layer=2, n_head=2, n_embd=16, bias=bias))
+    sizes = dict(vocab_size=len(CHARS), block_size=32, n_layer=2, n_head=2, n_embd=16)
+    config = GPTConfig(**sizes, bias=bias, mlp=mlp)
+    model = GPT(config)
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.5)
@@ -43,10 +45,11 @@ def write_checkpoint(path, bias: bool = True, **extra_config) -> GPT:
     return model.eval()
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tmp_path, bias):
+@pytest.mark.parametrize("bias, mlp", [(True, True), (False, True), (True, False)])
+def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tmp_path, bias, mlp):
+    """An attention-only model (mlp=False) exports with all-zero MLPs, which add exactly nothing."""
     transformers = pytest.importorskip("transformers")
-    model = write_checkpoint(tmp_path / "best.pt", bias=bias)
+    model = write_checkpoint(tmp_path / "best.pt", bias=bias, mlp=mlp)
     export(tmp_path / "best.pt", tmp_path / "hf", "hf")
     files = {p.name for p in (tmp_path / "hf").iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= files
@@ -62,6 +65,8 @@ def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tm
     assert (ours - theirs).abs().max() <= 1e-5
     if not bias:
         assert not hf.transformer.h[0].attn.c_attn.bias.any() and not hf.transformer.ln_f.bias.any()
+    if not mlp:
+        assert not any(p.any() for p in hf.transformer.h[1].mlp.parameters())
 
     with torch.no_grad():  # transformers shifts the labels itself: the same next-character loss
         hf_loss = hf(idx, labels=idx).loss

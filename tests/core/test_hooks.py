@@ -155,3 +155,11 @@ def test_a_hook_while_generating_with_the_cache_matches_the_run_without_it():
 def test_generate_on_the_model_says_where_it_went():
     with pytest.raises(AttributeError, match=r"tinygpt.generate\(model, idx, max_new_tokens"):
         small_model().generate(torch.zeros(1, 1, dtype=torch.long), 5)
+
+
+def test_an_attention_only_model_has_no_mlp_hook_points_and_says_so():
+    model = GPT(GPTConfig(vocab_size=5, block_size=8, n_layer=2, n_head=2, n_embd=8, mlp=False)).eval()
+    assert model.hook_points.names == hook_names(2, mlp=False)
+    assert not [name for name in hook_names(2, mlp=False) if "mlp" in name or "ln2" in name]
+    with pytest.raises(UserError, match="attention-only"):
+        model.run_with_cache(torch.zeros(1, 3, dtype=torch.long), ["blocks.*.mlp.post"])

@@ -62,6 +62,20 @@ def test_no_bias_variant_has_no_bias_parameters():
     assert not any(name.endswith("bias") for name in model.state_dict())
 
 
+def test_an_attention_only_model_has_no_mlps_and_adds_only_attention_to_the_stream():
+    model = small_model(mlp=False)
+    assert not [name for name in model.state_dict() if ".mlp." in name or ".ln_2." in name]
+    assert model.num_params() == small_model().num_params() - 3 * (2 * 32 + 8 * 32 * 32 + 4 * 32 + 32)
+    idx = torch.randint(11, (2, 16))
+    logits, found = model.run_with_cache(idx, ["blocks.*.resid_mid", "blocks.*.resid_post"])
+    for layer in range(3):  # nothing is added after attention
+        assert torch.equal(found[f"blocks.{layer}.resid_post"], found[f"blocks.{layer}.resid_mid"])
+    x = model.wte.weight[idx] + model.wpe.weight[:16]  # the forward by hand: attention blocks, ln_f, head
+    for block in model.h:
+        x = x + block.attn(block.ln_1(x))
+    assert torch.allclose(logits, model.lm_head(model.ln_f(x)), atol=1e-5)
+
+
 def test_dropout_runs_at_its_three_places_while_training_and_not_at_all_in_eval():
     model = small_model(dropout=0.5)
     calls = []

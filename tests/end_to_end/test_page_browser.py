@@ -16,9 +16,11 @@ from conftest import make_corpus, tiny_raw, train
 
 from tinygpt import GPT, GPTConfig
 from tinygpt.config.run_config import from_dict
+from tinygpt.explain.attribution import logit_parts
 from tinygpt.explain.page import write_page
 from tinygpt.explain.trace import trace_prompt
 from tinygpt.files.checkpoint import FORMAT_VERSION, load_checkpoint, write_payload
+from tinygpt.tokenizer import CharTokenizer
 
 pytestmark = pytest.mark.slow  # headless Chromium
 
@@ -115,6 +117,28 @@ def test_page_runs_a_model_without_biases(tmp_path, open_page):
     js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
     logits, _ = model(torch.tensor([ids]))
     assert (js - logits[0].double()).abs().max().item() < 1e-4
+
+
+def test_page_runs_an_attention_only_model_and_splits_its_logits(tmp_path, open_page):
+    """model.mlp: false: the page's forward and attribution skip the MLPs, as the model does; no neurons."""
+    torch.manual_seed(1)
+    chars = list("\n ab<😀")
+    config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=2, n_head=2, n_embd=8, mlp=False)
+    model = GPT(config).eval()
+    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
+    write_payload({**payload, "model": model.state_dict()}, tmp_path / "attn_only.pt")
+    write_page(tmp_path / "attn_only.pt", "ab <😀\n", tmp_path / "attn_only.html")
+    page = open_page(tmp_path / "attn_only.html")
+    ids = [2, 3, 1, 4, 5, 0, 2]
+    js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
+    logits, _ = model(torch.tensor([ids]))
+    assert (js - logits[0].double()).abs().max().item() < 1e-4
+    parts = page.evaluate("([ids, t]) => tinygpt.attribution(ids, t, [], 'zero')", [ids, 5])
+    found = logit_parts(model, CharTokenizer(chars), ids, 5, None, None)
+    assert parts["parts"].keys() == found.parts.keys() and not any(n.startswith("mlp") for n in found.parts)
+    for name, value in parts["parts"].items():
+        assert value == pytest.approx(found.parts[name], abs=1e-4), name
+    assert "attention-only" in page.text_content("#neurons-note")
 
 
 def test_clicking_a_token_shows_its_weights(odd_checkpoint, tmp_path, open_page):

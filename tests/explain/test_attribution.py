@@ -111,6 +111,19 @@ def test_a_model_without_biases_has_no_bias_parts_and_still_adds_up():
     assert abs(found.total - found.logit) < 1e-4 and abs(found.logit) > 0.1
 
 
+def test_an_attention_only_model_has_no_mlp_parts_and_still_adds_up():
+    torch.manual_seed(1)
+    model = GPT(GPTConfig(vocab_size=6, block_size=8, n_layer=2, n_head=2, n_embd=16, mlp=False)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    tokenizer = CharTokenizer("abcdef")
+    found = logit_parts(model, tokenizer, tokenizer.encode("abcabca"), -1, None, None)
+    assert list(found.parts)[:6] == ["embed", "pos_embed", "0.0", "0.1", "attn bias 0", "1.0"]
+    assert not [name for name in found.parts if name.startswith("mlp")]
+    assert abs(found.total - found.logit) < 1e-4 and abs(found.logit) > 0.1
+
+
 def test_inspect_attribution_prints_sorted_bars_and_json(odd_checkpoint, capsys):
     best = str(odd_checkpoint)
     assert main(["inspect", best, "--attribution", "--prompt", "KING:\nThe", "--position", "-2"]) == 0

@@ -267,6 +267,25 @@ def test_bad_neurons_input_is_one_line(checkpoint, capsys, case):
     assert expected in lines[0]
 
 
+def test_an_attention_only_model_has_no_neurons_or_mlp_dictionary_and_says_so(tmp_path, capsys):
+    """inspect --neurons, and features of its default mlp_out, on a model.mlp: false checkpoint: one line."""
+    from tinygpt import GPT, GPTConfig
+    from tinygpt.files.checkpoint import FORMAT_VERSION, write_payload
+
+    config = GPTConfig(vocab_size=4, block_size=8, n_layer=2, n_head=2, n_embd=8, mlp=False)
+    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": list("ab c")}
+    write_payload({**payload, "model": GPT(config).state_dict()}, tmp_path / "attn_only.pt")
+    path = str(tmp_path / "attn_only.pt")
+    for args, expected in (
+        (["inspect", path, "--neurons"], "it has no neurons to describe"),
+        (["features", path], "train a dictionary of the residual stream with --site resid_post"),
+    ):
+        assert main(args) == 2
+        captured = capsys.readouterr()
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and "attention-only (model.mlp: false)" in lines[0] and expected in lines[0]
+
+
 def test_a_neurons_plain_data_is_what_dataclasses_asdict_gives(found):
     import dataclasses
 

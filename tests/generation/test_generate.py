@@ -59,9 +59,10 @@ def test_cached_forward_equals_full_forward():
 
 
 def test_one_position_step_computes_the_models_forward():
-    """A Decoder's step (generation's one-position step) gives the logits and cache the forward gives."""
-    for bias in (True, False):
-        model = small_model(seed=4, bias=bias)
+    """A Decoder's step (generation's one-position step) gives the logits and cache the forward gives,
+    with and without biases, and for an attention-only model."""
+    for options in ({"bias": True}, {"bias": False}, {"mlp": False}):
+        model = small_model(seed=4, **options)
         idx = torch.randint(11, (2, 9))
         full, _ = model(idx)  # (2, 9, vocab)
         cache = KVCache(model.config, 2)

@@ -33,7 +33,7 @@ from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig, LayerNorm
 
 TOLERANCE = 1e-5  # largest |logit difference| allowed, per unit of the largest |logit| (at least 1)
-EXPORTABLE = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias"}
+EXPORTABLE = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "mlp"}
 
 
 def check_exportable(model_config: dict[str, Any]) -> None:
@@ -52,7 +52,9 @@ def gpt2_state_dict(model: GPT) -> dict[str, torch.Tensor]:
 
     The names are the same, under `transformer.`. GPT-2's Conv1D stores a
     weight as (in, out), nn.Linear's (out, in) transposed. Biases that a
-    bias=False model lacks are zeros, which add nothing.
+    bias=False model lacks are zeros, which add nothing. GPT-2's blocks all
+    have an MLP: an attention-only model's are written as zeros, whose output
+    is exactly zero (GELU(0) = 0, times zero weights, plus zero biases).
     """
     out = {
         "transformer.wte.weight": model.wte.weight.detach(),
@@ -70,6 +72,20 @@ def gpt2_state_dict(model: GPT) -> dict[str, torch.Tensor]:
             out[f"transformer.{name}.weight"] = weight.t().contiguous()  # (in, out)
             bias = weight.new_zeros(module.out_features) if module.bias is None else module.bias
             out[f"transformer.{name}.bias"] = bias.detach()
+    if not model.config.mlp:
+        out |= absent_mlps(model.config, model.wte.weight)
+    return out
+
+
+def absent_mlps(config: GPTConfig, like: torch.Tensor) -> dict[str, torch.Tensor]:
+    """GPT-2's ln_2 and MLP weights for blocks that have none: an identity ln_2 and all-zero MLPs."""
+    C, zeros = config.n_embd, like.new_zeros
+    out = {}
+    for layer in range(config.n_layer):
+        block = f"transformer.h.{layer}"
+        out |= {f"{block}.ln_2.weight": like.new_ones(C), f"{block}.ln_2.bias": zeros(C)}
+        out |= {f"{block}.mlp.c_fc.weight": zeros(C, 4 * C), f"{block}.mlp.c_fc.bias": zeros(4 * C)}
+        out |= {f"{block}.mlp.c_proj.weight": zeros(4 * C, C), f"{block}.mlp.c_proj.bias": zeros(C)}
     return out
 
 

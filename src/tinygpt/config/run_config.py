@@ -69,6 +69,7 @@ class ModelSection:
     )
     dropout: float = setting(0.2, "dropout probability", low=0.0, high=1.0, high_open=True)
     bias: bool = setting(True, "biases in linear layers and layer norms (GPT-2: true)")
+    mlp: bool = setting(True, "an MLP in every block; false: attention-only blocks (docs/circuits.md)")
 
 
 @dataclass

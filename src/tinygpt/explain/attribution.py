@@ -74,9 +74,8 @@ def stream_parts(model: GPT, idx: torch.Tensor) -> tuple[list[str], torch.Tensor
     stream, that stream as the model computed it (B, T, C), and the logits (B, T, vocab)."""
     model.eval()
     last = f"blocks.{model.config.n_layer - 1}.resid_post"
-    logits, found = model.run_with_cache(
-        idx, ["embed", "pos_embed", "blocks.*.attn.z", "blocks.*.mlp_out", last]
-    )
+    mlp_out = ["blocks.*.mlp_out"] if model.config.mlp else []  # none in an attention-only model
+    logits, found = model.run_with_cache(idx, ["embed", "pos_embed", "blocks.*.attn.z", *mlp_out, last])
     B, T = idx.shape
     parts = {"embed": found["embed"], "pos_embed": found["pos_embed"].expand(B, T, -1)}
     for layer, block in enumerate(model.h):
@@ -86,7 +85,8 @@ def stream_parts(model: GPT, idx: torch.Tensor) -> tuple[list[str], torch.Tensor
             parts[f"{layer}.{h}"] = heads[:, h]
         if block.attn.c_proj.bias is not None:
             parts[f"attn bias {layer}"] = block.attn.c_proj.bias.expand(B, T, -1)
-        parts[f"mlp {layer}"] = found[f"blocks.{layer}.mlp_out"]
+        if model.config.mlp:
+            parts[f"mlp {layer}"] = found[f"blocks.{layer}.mlp_out"]
     return list(parts), torch.stack(list(parts.values())), found[last], logits
 
 

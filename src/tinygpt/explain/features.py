@@ -60,6 +60,11 @@ class Options:
         """These options with the size filled in; a value the model cannot take is one UserError."""
         if self.site not in SITES:
             raise UserError(f"--site {self.site!r}: use one of {', '.join(SITES)}")
+        if self.site == "mlp_out" and not config.mlp:
+            raise UserError(
+                "this model is attention-only (model.mlp: false): it has no mlp_out; "
+                "train a dictionary of the residual stream with --site resid_post"
+            )
         layer = min(DEFAULT_LAYER, config.n_layer - 1) if self.layer is None else self.layer
         if not 0 <= layer < config.n_layer:
             raise UserError(

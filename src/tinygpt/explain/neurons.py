@@ -375,7 +375,12 @@ def neuron_index(neuron: int, model: GPT) -> int:
 
 
 def layers_of(layer: int | None, model: GPT) -> list[int]:
-    """--layer checked (every layer when None)."""
+    """--layer checked (every layer when None); an attention-only model has no neurons to describe."""
+    if not model.config.mlp:
+        raise UserError(
+            "this model is attention-only (model.mlp: false): its blocks have no MLP, so it has no neurons "
+            "to describe; --heads, --attribution and --patch read it"
+        )
     return chosen(layer, model.config.n_layer, "layer")
 
 

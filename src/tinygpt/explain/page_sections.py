@@ -45,6 +45,8 @@ def page_sections(saved: Checkpoint, model: GPT, path: Path) -> dict[str, Any]:
 
 def neurons_data(saved: Checkpoint, model: GPT, path: Path) -> tuple[dict | None, str | None]:
     """Each layer's NEURONS costliest neurons, as the neurons section lists them, or None and why not."""
+    if not model.config.mlp:
+        return None, "no neurons: this model is attention-only (model.mlp: false)"
     if model.wte.weight.device.type != "cpu":
         return None, "no neurons: the page measures them on the CPU"
     try:

@@ -25,14 +25,14 @@ def parameter_table(model: GPT) -> list[tuple[str, int]]:
         ("wte (token embedding = lm_head, tied)", count(model.wte)),
         ("wpe (position embedding)", count(model.wpe)),
     ]
-    for name, part in [
+    parts = [
         ("ln_1", block.ln_1),
         ("attn.c_attn (Q/K/V)", block.attn.c_attn),
         ("attn.c_proj", block.attn.c_proj),
-        ("ln_2", block.ln_2),
-        ("mlp.c_fc", block.mlp.c_fc),
-        ("mlp.c_proj", block.mlp.c_proj),
-    ]:
+    ]
+    if model.config.mlp:
+        parts += [("ln_2", block.ln_2), ("mlp.c_fc", block.mlp.c_fc), ("mlp.c_proj", block.mlp.c_proj)]
+    for name, part in parts:
         rows.append((f"  h.*.{name}", count(part)))
     rows.append((f"h.0 … h.{len(model.h) - 1} ({len(model.h)} blocks)", sum(count(b) for b in model.h)))
     rows.append(("ln_f (final layer norm)", count(model.ln_f)))

@@ -64,23 +64,25 @@ class Matrix(NamedTuple):
 
 
 class Layer(NamedTuple):
-    """What one block's step reads, in the order it reads it."""
+    """What one block's step reads, in the order it reads it (attention-only: no ln_2, fc, fc_proj)."""
 
     index: int
     n_head: int
     ln_1: Norm
     qkv: Matrix  # (C, 3·C)
     proj: Matrix  # (C, C)
-    ln_2: Norm
-    fc: Matrix  # (C, 4·C)
-    fc_proj: Matrix  # (4·C, C)
+    ln_2: Norm | None
+    fc: Matrix | None  # (C, 4·C)
+    fc_proj: Matrix | None  # (4·C, C)
 
     @classmethod
     def of(cls, block: Block) -> "Layer":
-        attn, mlp = block.attn, block.mlp
-        qkv, proj, fc, fc_proj = (Matrix.of(m) for m in (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj))
-        ln_1, ln_2 = Norm.of(block.ln_1), Norm.of(block.ln_2)
-        return cls(attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj, ln_2, fc, fc_proj)
+        attn = block.attn
+        qkv, proj, ln_1 = Matrix.of(attn.c_attn), Matrix.of(attn.c_proj), Norm.of(block.ln_1)
+        head = (attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj)
+        if not block.has_mlp:
+            return cls(*head, None, None, None)
+        return cls(*head, Norm.of(block.ln_2), Matrix.of(block.mlp.c_fc), Matrix.of(block.mlp.c_proj))
 
 
 SPLIT_FROM = 16 * 2**20  # bytes of block matrices from which products are cut over the threads (above)
@@ -111,7 +113,8 @@ class Decoder:
             k, v = cache.store(index, k, v)  # (B, nh, length + 1, hs)
             y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs): one query sees every key
             x = _add_matmul(x, y.view(B, C), proj, parts)
-            x = _add_matmul(x, gelu(_matmul(_norm(ln_2, x), fc, parts)), fc_proj, parts)
+            if fc is not None:
+                x = _add_matmul(x, gelu(_matmul(_norm(ln_2, x), fc, parts)), fc_proj, parts)
         cache.advance(1)
         return F.linear(_norm(self.ln_f, x), self.head)  # (B, vocab)
 

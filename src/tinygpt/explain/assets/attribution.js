@@ -32,7 +32,7 @@ function streamParts(trace, t) {
     }
     const bias = W[`h.${layer}.attn.c_proj.bias`];
     if (bias) parts.push([`attn bias ${layer}`, bias]);
-    parts.push([`mlp ${layer}`, rowOf(lt.mlp, t, C)]);
+    if (lt.mlp) parts.push([`mlp ${layer}`, rowOf(lt.mlp, t, C)]);
   });
   return parts;
 }

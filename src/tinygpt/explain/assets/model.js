@@ -227,10 +227,12 @@ export function forward(ids, off = new Set(), mode = "zero") {
       param(`${prefix}attn.c_proj.bias`),
     );
     for (let at = 0; at < T * C; at++) x[at] += out[at];
-    const ln2 = norm(`${prefix}ln_2`, x);
-    const fc = dense(`${prefix}mlp.c_fc`, ln2, C, 4 * C).map(gelu);
-    const mlp = dense(`${prefix}mlp.c_proj`, fc, 4 * C, C);
-    for (let at = 0; at < T * C; at++) x[at] += mlp[at];
+    let mlp = null; // an attention-only model (model.mlp: false) has none
+    if (CFG.mlp !== false) {
+      const fc = dense(`${prefix}mlp.c_fc`, norm(`${prefix}ln_2`, x), C, 4 * C).map(gelu);
+      mlp = dense(`${prefix}mlp.c_proj`, fc, 4 * C, C);
+      for (let at = 0; at < T * C; at++) x[at] += mlp[at];
+    }
     layers.push({ resid, ln_1: ln1, q, k, v, weights, heads, contrib, out, mlp });
     lens.push(lmHead(x));
   }
