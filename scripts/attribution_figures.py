@@ -15,8 +15,8 @@ head with the best induction score):
     "plays no part" is chosen before patching, by `inspect --heads`: the head other than the induction
     head whose switching off raises the loss on the probes' second copies least.
 
-Writes the block between `<!-- figures: patching -->` and `<!-- /figures -->` of docs/circuits.md
-(or --doc), and prints it.
+Writes the block between `<!-- figures: patching -->` (or --block's name) and `<!-- /figures -->` of
+docs/circuits.md (or --doc), and prints it.
 """
 
 import argparse
@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         "--run", default="checkpoints/induction", help="an induction run (configs/induction.yaml)"
     )
     parser.add_argument("--doc", default=str(ROOT / "docs" / "circuits.md"))
+    parser.add_argument(
+        "--block", default="patching", help="the figures block to fill (patching_attention_only for that run)"
+    )
     args = parser.parse_args(argv)
     torch.set_grad_enabled(False)
     try:
@@ -172,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         head, idle = roles(checkpoint_heads(run / "best.pt"))
         text = block(run, head, idle, attribution_share(lm, head), patched(lm, head, idle))
         doc = Path(args.doc)
-        write_atomic(doc, replace_block(doc.read_text(encoding="utf-8"), "patching", text))
+        write_atomic(doc, replace_block(doc.read_text(encoding="utf-8"), args.block, text))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -28,6 +28,14 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+def test_the_attention_only_induction_config_is_the_induction_config_without_mlps():
+    """The two induction recipes stay one recipe: only model.mlp and out_dir differ."""
+    with_mlps, without = (vars(load_config(name)) for name in ("induction", "induction_attention_only"))
+    assert with_mlps["model"].mlp and not without["model"].mlp
+    assert vars(with_mlps["model"]) | {"mlp": False} == vars(without["model"])
+    assert with_mlps["data"] == without["data"] and with_mlps["train"] == without["train"]
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_loads(path):
     config = load_config(path)
@@ -229,7 +237,8 @@ def test_the_shipped_configs_are_the_top_level_ones_and_answer_to_their_names_fr
     tmp_path, monkeypatch
 ):
     assert SHIPPED_CONFIGS == ROOT / "configs"  # one copy in the repository (the wheel carries it)
-    shipped = ["cpu", "cpu_large", "cpu_long", "cpu_quick", "induction", "shakespeare_char", "tiny"]
+    shipped = ["cpu", "cpu_large", "cpu_long", "cpu_quick", "induction", "induction_attention_only"]
+    shipped += ["shakespeare_char", "tiny"]
     assert shipped_configs() == shipped
     monkeypatch.chdir(tmp_path)  # outside the checkout: no configs/ here
     for given in ["cpu", "cpu.yaml", "configs/cpu.yaml", "./configs/cpu.yaml"]:
@@ -254,7 +263,8 @@ def test_a_missing_config_lists_the_shipped_names(tmp_path):
         load_config(tmp_path / "nowhere.yaml")
     assert str(caught.value) == (
         f"config file {tmp_path / 'nowhere.yaml'} does not exist; pass a YAML file or the name of a "
-        "shipped config (cpu, cpu_large, cpu_long, cpu_quick, induction, shakespeare_char, tiny), "
+        "shipped config (cpu, cpu_large, cpu_long, cpu_quick, induction, induction_attention_only, "
+        "shakespeare_char, tiny), "
         "e.g. --config cpu"
     )
 
