@@ -144,7 +144,8 @@ def walkthrough(
     x = lt.resid[token]
     if layer > 0:
         earlier = "layer 0" if layer == 1 else f"layers 0…{layer - 1}"
-        lines.append(f"   entering layer {layer}, after {earlier} added attention and MLP outputs:")
+        outputs = "attention and MLP outputs" if cfg.mlp else "attention outputs (no MLPs)"
+        lines.append(f"   entering layer {layer}, after {earlier} added {outputs}:")
         lines.append(f"   x = {vec(x, dims)}")
     mean, var = x.mean().item(), x.var(unbiased=False).item()
     with_bias = " and c_proj's bias" if cfg.bias else ""
