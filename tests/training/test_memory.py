@@ -16,11 +16,11 @@ from tinygpt.training import memory
 from tinygpt.training.memory import activation_bytes, check_fits, free_memory, parameter_count
 
 
-@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("bias, mlp", [(True, True), (False, True), (True, False), (False, False)])
 @pytest.mark.parametrize("sizes", [(1, 1, 8, 4, 3), (2, 2, 16, 8, 11), (3, 4, 32, 16, 65)])
-def test_parameter_count_equals_the_built_model(sizes, bias):
+def test_parameter_count_equals_the_built_model(sizes, bias, mlp):
     n_layer, n_head, n_embd, block_size, vocab_size = sizes
-    config = GPTConfig(vocab_size, block_size, n_layer, n_head, n_embd, bias=bias)
+    config = GPTConfig(vocab_size, block_size, n_layer, n_head, n_embd, bias=bias, mlp=mlp)
     assert parameter_count(config) == GPT(config).num_params()
 
 
@@ -45,12 +45,13 @@ def test_a_model_or_batch_larger_than_free_memory_is_refused(monkeypatch):
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="resets the peak RSS in Linux's /proc")
-def test_the_activation_bound_is_below_a_real_steps_peak_and_within_half_of_it():
+@pytest.mark.parametrize("mlp", [True, False])
+def test_the_activation_bound_is_below_a_real_steps_peak_and_within_half_of_it(mlp):
     """A float32 training step's peak memory (RSS above what was held before it) against the bound:
     the bound must not exceed it (it refuses only what cannot fit), and must be over half of it, so
-    that a batch twice too large for the memory is refused."""
+    that a batch twice too large for the memory is refused; with MLPs and attention-only."""
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0)
+    config = GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=2, n_embd=64, dropout=0.0, mlp=mlp)
     model, batch = GPT(config), 256  # about 150 MB of activations: well above the allocator's noise
     idx = torch.randint(65, (batch, 64))
     model(idx[:2], targets=idx[:2])[1].backward()  # gradients allocated and first-call set-up done
@@ -61,7 +62,7 @@ def test_the_activation_bound_is_below_a_real_steps_peak_and_within_half_of_it()
     model(idx, targets=idx)[1].backward()
     peak = memory.peak_bytes() - before
     bound = activation_bytes(config, batch, value_bytes=4)
-    assert 0.5 * peak < bound <= peak
+    assert 0.5 * peak < bound <= peak, (bound, peak)
 
 
 def release_freed_memory() -> None:

@@ -29,21 +29,24 @@ from tinygpt.model import GPTConfig
 TRAINING_BYTES_PER_PARAMETER = 16  # weight, gradient, AdamW's exp_avg and exp_avg_sq, all float32
 KEPT_PER_BLOCK = 16  # × n_embd values per token: ln_1 in and out, q, k, v, attention out, ln_2 in and out
 #                     (C each), the MLP's hidden layer before and after GELU (4·C each)
+KEPT_BY_MLP = 10  # of those, what an attention-only block (model.mlp: false) does not keep: ln_2's, the MLP's
 
 
 def parameter_count(c: GPTConfig) -> int:
     """GPT(c).num_params(), computed from the sizes alone (the tied LM head counted once)."""
     C = c.n_embd
     layer_norm = C * (2 if c.bias else 1)  # gain, and a bias when there are biases
-    linear_biases = (3 * C + C + 4 * C + C) if c.bias else 0  # qkv, attention out, MLP in, MLP out
-    block = 12 * C * C + linear_biases + 2 * layer_norm  # qkv 3C², out C², MLP 4C² + 4C²
+    attention = 4 * C * C + ((3 * C + C) if c.bias else 0) + layer_norm  # qkv 3C², out C², biases; ln_1
+    mlp = 8 * C * C + ((4 * C + C) if c.bias else 0) + layer_norm  # in 4C², out 4C², biases; ln_2
+    block = attention + (mlp if c.mlp else 0)
     return c.vocab_size * C + c.block_size * C + c.n_layer * block + layer_norm
 
 
 def activation_bytes(c: GPTConfig, batch_size: int, value_bytes: int) -> int:
     """A lower bound on what one micro-batch's forward and backward hold at once, in bytes;
     `value_bytes` per activation value (4 in float32, 2 under autocast)."""
-    kept = (KEPT_PER_BLOCK * c.n_layer + 2) * c.n_embd * value_bytes  # the blocks, then ln_f's in and out
+    per_block = KEPT_PER_BLOCK - (0 if c.mlp else KEPT_BY_MLP)
+    kept = (per_block * c.n_layer + 2) * c.n_embd * value_bytes  # the blocks, then ln_f's in and out
     loss = 2 * c.vocab_size * 4  # log-softmax, and the logits or their gradient, float32
     ids = 2 * 8  # input and target, int64
     return batch_size * c.block_size * (kept + loss + ids)
