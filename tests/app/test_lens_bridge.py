@@ -26,10 +26,11 @@ CHARS = sorted(set("\n !',.:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 TEXT = "KING:\nWhat say'st thou, fool? a word"  # shorter than block_size: the head detector needs it
 
 
-def random_model(bias: bool = True, chars: list[str] = CHARS) -> GPT:
+def random_model(bias: bool = True, chars: list[str] = CHARS, mlp: bool = True) -> GPT:
     """Every weight random and large (biases and norm gains too): attention far from uniform."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=len(chars), block_size=48, n_layer=2, n_head=4, n_embd=32, bias=bias))
+    sizes = dict(vocab_size=len(chars), block_size=48, n_layer=2, n_head=4, n_embd=32)
+    model = GPT(GPTConfig(**sizes, bias=bias, mlp=mlp))
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.5)
@@ -49,10 +50,11 @@ def write_checkpoint(path, model: GPT, chars: list[str] = CHARS) -> None:
     )
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_transformer_lens_gives_tinygpt_logits_and_attention_patterns(tmp_path, bias):
+@pytest.mark.parametrize("bias, mlp", [(True, True), (False, True), (True, False)])
+def test_transformer_lens_gives_tinygpt_logits_and_attention_patterns(tmp_path, bias, mlp):
+    """Also for an attention-only model (mlp=False), whose GPT-2 MLPs are written as zeros."""
     need_extra("transformer_lens", "lens")
-    model = random_model(bias)
+    model = random_model(bias, mlp=mlp)
     write_checkpoint(tmp_path / "m.pt", model)
     bridge = transformer_lens_model(tmp_path / "m.pt")
     tokens = bridge.to_tokens(TEXT)  # (1, T): one id per character, no BOS
