@@ -130,6 +130,23 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def trained_on_one_thread(config_name: str, root: Path, steps: int, *overrides: str) -> Path:
+    """A shipped config (`induction`, …) trained for `steps` into root/run on one thread, its corpus under
+    root/data, as `tinygpt train` trains it; the run directory."""
+    import torch
+
+    from tinygpt.config.run_config import load_config
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # as one_thread does, for a module's fixture too: a tiny model
+    try:
+        settings = [f"out_dir={root / 'run'}", f"data.data_dir={root / 'data'}", f"train.max_iters={steps}"]
+        train(load_config(config_name, [*settings, *overrides]), progress=False)
+    finally:
+        torch.set_num_threads(before)
+    return root / "run"
+
+
 @pytest.fixture
 def ctrl_c_handled():
     """SIGINT handled as in an interactive Python, for this process and the processes it starts.

@@ -103,38 +103,35 @@ def test_live_page_logits_match_pytorch(odd_checkpoint, tmp_path, open_page):
         assert (js - logits[0].double()).abs().max().item() < 1e-4, text
 
 
-def test_page_runs_a_model_without_biases(tmp_path, open_page):
+BARE_CHARS = list("\n ab<😀")
+BARE_IDS = [2, 3, 1, 4, 5, 0, 2]
+
+
+def bare_page(tmp_path: Path, open_page, name: str, **options):
+    """The page of an untrained 2-layer model (GPTConfig options), saved alone: (page, model)."""
     torch.manual_seed(0)
-    chars = list("\n ab<😀")
-    config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=2, n_head=2, n_embd=8, bias=False)
-    model = GPT(config).eval()
-    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
-    write_payload({**payload, "model": model.state_dict()}, tmp_path / "bare.pt")
-    write_page(tmp_path / "bare.pt", "ab <😀\n", tmp_path / "bare.html")
-    page = open_page(tmp_path / "bare.html")
+    sizes = dict(vocab_size=len(BARE_CHARS), block_size=8, n_layer=2, n_head=2, n_embd=8)
+    model = GPT(GPTConfig(**sizes, **options)).eval()
+    payload = {"format_version": FORMAT_VERSION, "model_config": vars(model.config), "tokenizer": BARE_CHARS}
+    write_payload({**payload, "model": model.state_dict()}, tmp_path / f"{name}.pt")
+    write_page(tmp_path / f"{name}.pt", "ab <😀\n", tmp_path / f"{name}.html")
+    page = open_page(tmp_path / f"{name}.html")
+    js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", BARE_IDS), dtype=torch.float64)
+    logits, _ = model(torch.tensor([BARE_IDS]))
+    assert (js - logits[0].double()).abs().max().item() < 1e-4  # the page runs the model
+    return page, model
+
+
+def test_page_runs_a_model_without_biases(tmp_path, open_page):
+    page, _ = bare_page(tmp_path, open_page, "bare", bias=False)
     assert "no metrics.jsonl beside bare.pt" in page.text_content("#curves-note")
-    ids = [2, 3, 1, 4, 5, 0, 2]
-    js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
-    logits, _ = model(torch.tensor([ids]))
-    assert (js - logits[0].double()).abs().max().item() < 1e-4
 
 
 def test_page_runs_an_attention_only_model_and_splits_its_logits(tmp_path, open_page):
     """model.mlp: false: the page's forward and attribution skip the MLPs, as the model does; no neurons."""
-    torch.manual_seed(1)
-    chars = list("\n ab<😀")
-    config = GPTConfig(vocab_size=len(chars), block_size=8, n_layer=2, n_head=2, n_embd=8, mlp=False)
-    model = GPT(config).eval()
-    payload = {"format_version": FORMAT_VERSION, "model_config": vars(config), "tokenizer": chars}
-    write_payload({**payload, "model": model.state_dict()}, tmp_path / "attn_only.pt")
-    write_page(tmp_path / "attn_only.pt", "ab <😀\n", tmp_path / "attn_only.html")
-    page = open_page(tmp_path / "attn_only.html")
-    ids = [2, 3, 1, 4, 5, 0, 2]
-    js = torch.tensor(page.evaluate("ids => tinygpt.logits(ids)", ids), dtype=torch.float64)
-    logits, _ = model(torch.tensor([ids]))
-    assert (js - logits[0].double()).abs().max().item() < 1e-4
-    parts = page.evaluate("([ids, t]) => tinygpt.attribution(ids, t, [], 'zero')", [ids, 5])
-    found = logit_parts(model, CharTokenizer(chars), ids, 5, None, None)
+    page, model = bare_page(tmp_path, open_page, "attn_only", mlp=False)
+    parts = page.evaluate("([ids, t]) => tinygpt.attribution(ids, t, [], 'zero')", [BARE_IDS, 5])
+    found = logit_parts(model, CharTokenizer(BARE_CHARS), BARE_IDS, 5, None, None)
     assert parts["parts"].keys() == found.parts.keys() and not any(n.startswith("mlp") for n in found.parts)
     for name, value in parts["parts"].items():
         assert value == pytest.approx(found.parts[name], abs=1e-4), name

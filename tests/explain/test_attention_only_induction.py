@@ -16,12 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import trained_on_one_thread
 
 import tinygpt
-from tinygpt.config.run_config import load_config
 from tinygpt.explain.heads import checkpoint_heads
-from tinygpt.explain.timeline import listeners_for
-from tinygpt.training.loop import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -40,16 +38,7 @@ def figures_script():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("attention_only")
-    overrides = [f"out_dir={root / 'run'}", f"data.data_dir={root / 'data'}", f"train.max_iters={STEPS}"]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # as one_thread does, for this fixture too: a tiny model
-    try:
-        config = load_config("induction_attention_only", overrides)
-        train(config, progress=False, listeners=listeners_for(config))  # as `tinygpt train` does
-    finally:
-        torch.set_num_threads(before)
-    return root / "run"
+    return trained_on_one_thread("induction_attention_only", tmp_path_factory.mktemp("attention_only"), STEPS)
 
 
 def test_the_induction_head_is_the_largest_direct_part_and_patching_it_restores_the_answer(run):

@@ -12,15 +12,14 @@ ones separately, so a head that copies from one fixed distance cannot pass.
 
 import pytest
 import torch
+from conftest import trained_on_one_thread
 
-from tinygpt.config.run_config import load_config
 from tinygpt.explain.circuits import knockouts
 from tinygpt.explain.heads import induction_probes
 from tinygpt.explain.roles import THRESHOLDS, Boundaries, induction_keys, probe_distances
-from tinygpt.explain.timeline import first_cleared, listeners_for, read_timeline
+from tinygpt.explain.timeline import first_cleared, read_timeline
 from tinygpt.files.checkpoint import read_checkpoint
 from tinygpt.model import attention_weights
-from tinygpt.training.loop import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
@@ -30,21 +29,7 @@ STEPS = 1500
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("induction")
-    overrides = [
-        f"out_dir={root / 'run'}",
-        f"data.data_dir={root / 'data'}",
-        f"train.max_iters={STEPS}",
-        "train.eval_interval=250",
-        "train.eval_iters=4",
-    ]
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # as one_thread does, for this fixture too: a tiny model
-    try:
-        config = load_config("induction", overrides)
-        train(config, progress=False, listeners=listeners_for(config))  # as `tinygpt train` does
-    finally:
-        torch.set_num_threads(before)
-    return root / "run"
+    return trained_on_one_thread("induction", root, STEPS, "train.eval_interval=250", "train.eval_iters=4")
 
 
 @pytest.fixture(scope="module")
