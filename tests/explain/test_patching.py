@@ -10,6 +10,7 @@ import torch
 
 import tinygpt
 from tinygpt.app.cli import main
+from tinygpt.explain.glyphs import quoted
 from tinygpt.explain.patching import patched_differences, patching
 
 CLEAN, CORRUPTED = "KING:\nThe king", "KING:\nThe fool"  # the same length, differing at positions 10-13
@@ -159,7 +160,7 @@ ERRORS = {
     ),
     "answer-is-versus": (
         ["--clean", "KING:", "--corrupted", "FOOL:", "--answer", "e", "--versus", "e"],
-        "--answer and --versus are both 'e'",
+        "--answer and --versus are both 'e'; a logit difference needs two characters",
     ),
     "patch-without-corrupted": (
         ["--clean", "KING:"],
@@ -176,3 +177,15 @@ def test_bad_patching_input_is_one_line(odd_checkpoint, capsys, case):
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and not captured.out, captured.err
     assert expected in lines[0]
+
+
+def test_an_answer_equal_to_the_default_versus_says_where_versus_came_from(lm, odd_checkpoint, capsys):
+    logits, _ = lm.run_with_cache("FOOL:", names=[])
+    predicted = lm.tokenizer.chars[int(logits[0, -1].argmax())]  # the corrupted run's prediction
+    args = ["--clean", "KING:", "--corrupted", "FOOL:", "--answer", predicted]
+    assert main(["inspect", str(odd_checkpoint), "--patch", *args]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        f"error: --answer and --versus are both {quoted(predicted)} (--versus by default: the "
+        "corrupted run's prediction); a logit difference needs two characters: give --versus"
+    )

@@ -113,6 +113,17 @@ def patched_differences(
     return torch.cat(found) if found else torch.zeros(0)
 
 
+def _defaults(answer: str | None, versus: str | None) -> str:
+    """Where the two characters came from, for the message that they are the same."""
+    if answer is None and versus is None:
+        return " (by default, the clean and the corrupted runs' predictions)"
+    if answer is None:
+        return " (--answer by default: the clean run's prediction)"
+    if versus is None:
+        return " (--versus by default: the corrupted run's prediction)"
+    return ""
+
+
 @torch.no_grad()
 def patching(
     model: GPT,
@@ -136,8 +147,8 @@ def patching(
     v = int(corrupted_logits.argmax()) if versus is None else char_id(tokenizer, versus, "--versus")
     if a == v:
         raise UserError(
-            f"--answer and --versus are both {quoted(tokenizer.chars[a])} (by default, the clean and the "
-            "corrupted runs' predictions); a logit difference needs two characters: give --versus"
+            f"--answer and --versus are both {quoted(tokenizer.chars[a])}{_defaults(answer, versus)}; "
+            "a logit difference needs two characters: give --versus"
         )
     d_clean = float(clean_logits[a] - clean_logits[v])
     d_corrupted = float(corrupted_logits[a] - corrupted_logits[v])
