@@ -170,7 +170,7 @@ def test_ctrl_c_on_a_job_started_by_tinygpt_torchrun_ends_quietly(corpus_file, t
     step = read_checkpoint(run / "last.pt").record["step"]
     assert job.returncode == 130, err
     assert "Traceback" not in err and "SignalException" not in err and "death signal" not in err
-    assert err.count("SIGINT: saving last.pt at the end of this step") == 1  # rank 0 says it for the job
+    assert err.count("SIGINT: saving the last whole step to last.pt") == 1  # rank 0 says it for the job
     assert err.count(f"stopped by SIGINT at step {step}; saved {run / 'last.pt'}") == 1
     assert "Failed to initialize NumPy" not in err  # the scripts' subprocesses see no NumPy (conftest)
 

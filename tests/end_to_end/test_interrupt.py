@@ -151,10 +151,10 @@ def test_interrupt_then_resume_is_bit_identical_to_one_run(
     assert_identical(comparable(tmp_path / "run"), expected)
 
 
-def test_a_signal_during_a_long_step_drops_it_and_resumes_exactly(tmp_path, monkeypatch):
+def test_a_signal_during_a_long_step_drops_it_and_resumes_exactly(tmp_path, monkeypatch, capfd):
     """With train.grad_accum_steps micro-batches a step, Ctrl-C need not wait for the step's end: the
-    step in progress is dropped at its next micro-batch, the one before it saved, and resuming from
-    there gives what a run never stopped gives, bit for bit."""
+    step in progress is dropped at its next micro-batch, the one before it saved (as the notice says),
+    and resuming from there gives what a run never stopped gives, bit for bit."""
     from conftest import make_corpus
 
     corpus = tmp_path / "corpus.txt"
@@ -189,6 +189,8 @@ def test_a_signal_during_a_long_step_drops_it_and_resumes_exactly(tmp_path, monk
         train(config("stopped"), progress=False)
     assert e.value.exit_code == 130 and len(calls) == 12
     assert read_checkpoint(tmp_path / "stopped" / "last.pt").record["step"] == 11
+    notice = "SIGINT: saving the last whole step to last.pt, then stopping (Ctrl-C again stops at once)"
+    assert capfd.readouterr().err.count(notice) == 1
     monkeypatch.undo()
 
     assert train(config("stopped"), resume=True, progress=False)["step"] == 16

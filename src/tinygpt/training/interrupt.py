@@ -106,7 +106,7 @@ class StopRequest:
             return
         again = "Ctrl-C" if signum == signal.SIGINT else name
         _tell(
-            f"\n{name}: saving last.pt at the end of this step, then stopping ({again} again stops at once)\n"
+            f"\n{name}: saving the last whole step to last.pt, then stopping ({again} again stops at once)\n"
         )
 
 
