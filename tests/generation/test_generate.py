@@ -60,7 +60,7 @@ def test_cached_forward_equals_full_forward():
 
 def test_one_position_step_computes_the_models_forward():
     """A Decoder's step (generation's one-position step) gives the logits and cache the forward gives,
-    with and without biases, and for an attention-only model."""
+    with and without biases (the GELU's constants folded into both), and for an attention-only model."""
     for options in ({"bias": True}, {"bias": False}, {"mlp": False}):
         model = small_model(seed=4, **options)
         idx = torch.randint(11, (2, 9))
@@ -68,6 +68,8 @@ def test_one_position_step_computes_the_models_forward():
         cache = KVCache(model.config, 2)
         model(idx[:, :6], cache=cache)
         decoder = decode.Decoder(model)
+        matrices = [m for layer in decoder.layers for m in layer if isinstance(m, decode.Matrix)]
+        assert all(m.weight.is_contiguous() for m in matrices)  # (in, out), as a row reads fastest
         steps = [decoder.step(idx[:, t], cache) for t in range(6, 9)]  # 3 × (2, vocab)
         assert cache.length == 9
         assert torch.allclose(torch.stack(steps, dim=1), full[:, 6:], atol=1e-5)

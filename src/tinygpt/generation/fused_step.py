@@ -10,6 +10,8 @@ calls or attribute look-ups inside the step, each residual added inside its matm
 q, k, v cut from the projection without a permute, and every block matrix copied once into
 the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 products of a
 6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
+The GELU takes two kernels, its constants folded into the MLP's copies (`Layer.of`): a step of
+cpu.yaml's 4 × 128 model 1.1× faster than with the GELU's own four (BENCHMARKS.md).
 tests/generation/test_generate.py holds it to the model's forward.
 
 On more than one thread, a model whose block matrices are too big for a CPU's caches (`SPLIT_FROM`)
@@ -23,13 +25,14 @@ eval mode, float32, no autocast. (torch's own module hooks, which tinygpt's tool
 seen here: read or replace activations through the named hook points.)
 """
 
+import math
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from tinygpt.generation.kv_cache import KVCache
-from tinygpt.model import GPT, Block, LayerNorm, one_position_gelu
+from tinygpt.model import GPT, Block, LayerNorm
 
 
 def usable(model: GPT, device: torch.device) -> bool:
@@ -59,12 +62,24 @@ class Matrix(NamedTuple):
     bias: torch.Tensor | None
 
     @classmethod
-    def of(cls, linear: torch.nn.Linear) -> "Matrix":
-        return cls(linear.weight.detach().t().contiguous(), linear.bias)
+    def of(cls, linear: torch.nn.Linear, scale: float = 1.0, bias_scale: float = 1.0) -> "Matrix":
+        """The copy, its weight times scale and its bias times bias_scale (the GELU's fold: Layer.of)."""
+        weight = linear.weight.detach()  # (out, in)
+        weight = (weight if scale == 1.0 else weight * scale).t().contiguous()  # (in, out)
+        bias = linear.bias if linear.bias is None or bias_scale == 1.0 else linear.bias.detach() * bias_scale
+        return cls(weight, bias)
+
+
+FOLD = -math.sqrt(0.5)  # −1/√2: the GELU's constants, folded into the MLP's copies (Layer)
 
 
 class Layer(NamedTuple):
-    """What one block's step reads, in the order it reads it (attention-only: no ln_2, fc, fc_proj)."""
+    """What one block's step reads, in the order it reads it (attention-only: no ln_2, fc, fc_proj).
+
+    fc and fc_proj are the MLP's matrices scaled by −1/√2 so that the GELU takes two kernels: with
+    z = −a/√2 for c_fc's output a, GELU(a) = a·Φ(a) = a·erfc(−a/√2)/2 = −z·erfc(z)/√2, so fc gives z
+    (weight and bias scaled) and fc_proj takes z·erfc(z) (its weight scaled, its bias not).
+    """
 
     index: int
     n_head: int
@@ -82,7 +97,9 @@ class Layer(NamedTuple):
         head = (attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj)
         if not block.has_mlp:
             return cls(*head, None, None, None)
-        return cls(*head, Norm.of(block.ln_2), Matrix.of(block.mlp.c_fc), Matrix.of(block.mlp.c_proj))
+        fc = Matrix.of(block.mlp.c_fc, FOLD, FOLD)  # gives z = −a/√2
+        fc_proj = Matrix.of(block.mlp.c_proj, FOLD)  # takes z·erfc(z) = −√2·GELU(a)
+        return cls(*head, Norm.of(block.ln_2), fc, fc_proj)
 
 
 SPLIT_FROM = 16 * 2**20  # bytes of block matrices from which products are cut over the threads (above)
@@ -96,7 +113,6 @@ class Decoder:
         self.wte, self.wpe = model.wte.weight, model.wpe.weight  # (vocab, C), (block_size, C)
         self.layers = [Layer.of(block) for block in model.h]
         self.ln_f, self.head = Norm.of(model.ln_f), model.lm_head.weight  # head: (vocab, C)
-        self.gelu = one_position_gelu(self.wte.device)
         matrix_bytes = sum(p.nbytes for p in model.h.parameters() if p.dim() == 2)  # the blocks' matrices
         self.split = self.wte.device.type == "cpu" and matrix_bytes >= split_from
 
@@ -106,7 +122,7 @@ class Decoder:
         position cache.length, and their keys and values go into the cache."""
         x = self.wte[ids] + self.wpe[cache.length]  # (B, C)
         B, C = x.shape
-        gelu, parts = self.gelu, self.parts(C)
+        parts = self.parts(C)
         for index, n_head, ln_1, qkv, proj, ln_2, fc, fc_proj in self.layers:
             qkv_row = _matmul(_norm(ln_1, x), qkv, parts)  # (B, 3·C)
             q, k, v = qkv_row.view(B, 3, n_head, 1, -1).unbind(1)  # 3 × (B, nh, 1, hs)
@@ -114,7 +130,8 @@ class Decoder:
             y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs): one query sees every key
             x = _add_matmul(x, y.view(B, C), proj, parts)
             if fc is not None:
-                x = _add_matmul(x, gelu(_matmul(_norm(ln_2, x), fc, parts)), fc_proj, parts)
+                z = _matmul(_norm(ln_2, x), fc, parts)  # (B, 4·C): −1/√2 of c_fc's output
+                x = _add_matmul(x, torch.special.erfc(z).mul_(z), fc_proj, parts)  # the GELU (Layer)
         cache.advance(1)
         return F.linear(_norm(self.ln_f, x), self.head)  # (B, vocab)
 
