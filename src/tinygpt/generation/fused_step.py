@@ -10,8 +10,8 @@ calls or attribute look-ups inside the step, each residual added inside its matm
 q, k, v cut from the projection without a permute, and every block matrix copied once into
 the (in, out) layout, which a row times a matrix reads fastest on CPU (the 24 products of a
 6 × 384 step 1.4× faster than from nn.Linear's (out, in), benchmarks/decode_limits.py).
-The GELU takes two kernels, its constants folded into the MLP's copies (`Layer.of`): a step of
-cpu.yaml's 4 × 128 model 1.1× faster than with the GELU's own four (BENCHMARKS.md).
+On a CPU the GELU takes two kernels, its constants folded into the MLP's copies (`Layer`):
+generation at cpu.yaml's 4 × 128 1.07-1.13× faster than with the GELU's own four (BENCHMARKS.md).
 tests/generation/test_generate.py holds it to the model's forward.
 
 On more than one thread, a model whose block matrices are too big for a CPU's caches (`SPLIT_FROM`)
@@ -76,9 +76,10 @@ FOLD = -math.sqrt(0.5)  # −1/√2: the GELU's constants, folded into the MLP's
 class Layer(NamedTuple):
     """What one block's step reads, in the order it reads it (attention-only: no ln_2, fc, fc_proj).
 
-    fc and fc_proj are the MLP's matrices scaled by −1/√2 so that the GELU takes two kernels: with
-    z = −a/√2 for c_fc's output a, GELU(a) = a·Φ(a) = a·erfc(−a/√2)/2 = −z·erfc(z)/√2, so fc gives z
-    (weight and bias scaled) and fc_proj takes z·erfc(z) (its weight scaled, its bias not).
+    Folded (on a CPU), fc and fc_proj are the MLP's matrices scaled by −1/√2 so that the GELU takes two
+    kernels (`folded_gelu`): with z = −a/√2 for c_fc's output a, GELU(a) = a·Φ(a) = a·erfc(−a/√2)/2 =
+    −z·erfc(z)/√2, so fc gives z (weight and bias scaled) and fc_proj takes z·erfc(z) (its weight
+    scaled, its bias not). Elsewhere they are as they are, for F.gelu (one kernel on a GPU).
     """
 
     index: int
@@ -91,15 +92,21 @@ class Layer(NamedTuple):
     fc_proj: Matrix | None  # (4·C, C)
 
     @classmethod
-    def of(cls, block: Block) -> "Layer":
+    def of(cls, block: Block, folded: bool) -> "Layer":
         attn = block.attn
         qkv, proj, ln_1 = Matrix.of(attn.c_attn), Matrix.of(attn.c_proj), Norm.of(block.ln_1)
         head = (attn.layer_index, attn.c_attn.n_head, ln_1, qkv, proj)
         if not block.has_mlp:
             return cls(*head, None, None, None)
-        fc = Matrix.of(block.mlp.c_fc, FOLD, FOLD)  # gives z = −a/√2
-        fc_proj = Matrix.of(block.mlp.c_proj, FOLD)  # takes z·erfc(z) = −√2·GELU(a)
+        scale = FOLD if folded else 1.0
+        fc = Matrix.of(block.mlp.c_fc, scale, scale)  # folded: gives z = −a/√2
+        fc_proj = Matrix.of(block.mlp.c_proj, scale)  # folded: takes z·erfc(z) = −√2·GELU(a)
         return cls(*head, Norm.of(block.ln_2), fc, fc_proj)
+
+
+def folded_gelu(z: torch.Tensor) -> torch.Tensor:
+    """−√2·GELU(a) from z = −a/√2: z·erfc(z), in two kernels (Layer says why)."""
+    return torch.special.erfc(z).mul_(z)
 
 
 SPLIT_FROM = 16 * 2**20  # bytes of block matrices from which products are cut over the threads (above)
@@ -111,10 +118,12 @@ class Decoder:
 
     def __init__(self, model: GPT, split_from: int = SPLIT_FROM):
         self.wte, self.wpe = model.wte.weight, model.wpe.weight  # (vocab, C), (block_size, C)
-        self.layers = [Layer.of(block) for block in model.h]
+        on_cpu = self.wte.device.type == "cpu"
+        self.layers = [Layer.of(block, folded=on_cpu) for block in model.h]
+        self.activation = folded_gelu if on_cpu else F.gelu  # what fc's output goes through (Layer)
         self.ln_f, self.head = Norm.of(model.ln_f), model.lm_head.weight  # head: (vocab, C)
         matrix_bytes = sum(p.nbytes for p in model.h.parameters() if p.dim() == 2)  # the blocks' matrices
-        self.split = self.wte.device.type == "cpu" and matrix_bytes >= split_from
+        self.split = on_cpu and matrix_bytes >= split_from
 
     @torch.inference_mode()
     def step(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -122,7 +131,7 @@ class Decoder:
         position cache.length, and their keys and values go into the cache."""
         x = self.wte[ids] + self.wpe[cache.length]  # (B, C)
         B, C = x.shape
-        parts = self.parts(C)
+        activation, parts = self.activation, self.parts(C)
         for index, n_head, ln_1, qkv, proj, ln_2, fc, fc_proj in self.layers:
             qkv_row = _matmul(_norm(ln_1, x), qkv, parts)  # (B, 3·C)
             q, k, v = qkv_row.view(B, 3, n_head, 1, -1).unbind(1)  # 3 × (B, nh, 1, hs)
@@ -130,8 +139,7 @@ class Decoder:
             y = F.scaled_dot_product_attention(q, k, v)  # (B, nh, 1, hs): one query sees every key
             x = _add_matmul(x, y.view(B, C), proj, parts)
             if fc is not None:
-                z = _matmul(_norm(ln_2, x), fc, parts)  # (B, 4·C): −1/√2 of c_fc's output
-                x = _add_matmul(x, torch.special.erfc(z).mul_(z), fc_proj, parts)  # the GELU (Layer)
+                x = _add_matmul(x, activation(_matmul(_norm(ln_2, x), fc, parts)), fc_proj, parts)
         cache.advance(1)
         return F.linear(_norm(self.ln_f, x), self.head)  # (B, vocab)
 
