@@ -42,7 +42,8 @@ class GPTConfig:
     n_layer: int  # transformer blocks
     n_head: int  # attention heads per block
     n_embd: int  # width of the residual stream
-    dropout: float = 0.0  # dropout on attention weights and residual branches
+    dropout: float = 0.0  # dropout on the embeddings, residual branches and attention weights
+    attention_dropout: bool = True  # False: none on the attention weights (torch's fused kernel trains)
     bias: bool = True  # biases in linear layers and layer norms, as in GPT-2
     mlp: bool = True  # an MLP in every block; False: attention-only blocks, as in the circuits papers
 
@@ -123,7 +124,7 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = QKVProjection(config)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
-        self.dropout = config.dropout
+        self.dropout = config.dropout if config.attention_dropout else 0.0  # on the attention weights
         self.layer_index = layer_index
         self.hook_points = hook_points
         self.q, self.k, self.v, self.pattern, self.z = (

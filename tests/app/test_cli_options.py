@@ -129,8 +129,8 @@ def test_config_help_names_the_shipped_configs(capsys, command):
     help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert (
         "a YAML config file, or a shipped config by name: "
-        "cpu, cpu_large, cpu_long, cpu_quick, induction, induction_attention_only, shakespeare_char, tiny"
-        in help_text
+        "cpu, cpu_large, cpu_large_float32, cpu_long, cpu_quick, induction, induction_attention_only, "
+        "shakespeare_char, tiny" in help_text
     )
 
 

@@ -78,6 +78,14 @@ def test_transformers_loads_the_hf_export_with_the_same_logits_and_generation(tm
     assert torch.equal(greedy, generate(model, prompt, 28, temperature=0))
 
 
+def test_the_hf_config_keeps_dropout_off_the_attention_weights_where_the_model_did(tmp_path):
+    pytest.importorskip("transformers")
+    write_checkpoint(tmp_path / "best.pt", dropout=0.1, attention_dropout=False)
+    export(tmp_path / "best.pt", tmp_path / "hf", "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (config["attn_pdrop"], config["resid_pdrop"], config["embd_pdrop"]) == (0.0, 0.1, 0.1)
+
+
 def test_the_exported_tokenizer_round_trips_every_character(tmp_path):
     transformers = pytest.importorskip("transformers")
     write_checkpoint(tmp_path / "best.pt")

@@ -36,6 +36,14 @@ def test_the_attention_only_induction_config_is_the_induction_config_without_mlp
     assert with_mlps["data"] == without["data"] and with_mlps["train"] == without["train"]
 
 
+def test_the_float32_half_hour_config_is_cpu_large_cut_to_what_its_budget_measured():
+    """configs/cpu_large_float32.yaml is cpu_large.yaml with only the changes its header gives."""
+    changes = ["model.n_layer=4", "model.attention_dropout=false", "train.max_iters=4200"]
+    changes += ["train.timeline=false", "train.eval_interval=1000", "train.dtype=float32"]
+    changes += ["out_dir=checkpoints/cpu_large_float32"]
+    assert vars(load_config("cpu_large_float32")) == vars(load_config("cpu_large", changes))
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_loads(path):
     config = load_config(path)
@@ -237,8 +245,8 @@ def test_the_shipped_configs_are_the_top_level_ones_and_answer_to_their_names_fr
     tmp_path, monkeypatch
 ):
     assert SHIPPED_CONFIGS == ROOT / "configs"  # one copy in the repository (the wheel carries it)
-    shipped = ["cpu", "cpu_large", "cpu_long", "cpu_quick", "induction", "induction_attention_only"]
-    shipped += ["shakespeare_char", "tiny"]
+    shipped = ["cpu", "cpu_large", "cpu_large_float32", "cpu_long", "cpu_quick", "induction"]
+    shipped += ["induction_attention_only", "shakespeare_char", "tiny"]
     assert shipped_configs() == shipped
     monkeypatch.chdir(tmp_path)  # outside the checkout: no configs/ here
     for given in ["cpu", "cpu.yaml", "configs/cpu.yaml", "./configs/cpu.yaml"]:
@@ -263,8 +271,8 @@ def test_a_missing_config_lists_the_shipped_names(tmp_path):
         load_config(tmp_path / "nowhere.yaml")
     assert str(caught.value) == (
         f"config file {tmp_path / 'nowhere.yaml'} does not exist; pass a YAML file or the name of a "
-        "shipped config (cpu, cpu_large, cpu_long, cpu_quick, induction, induction_attention_only, "
-        "shakespeare_char, tiny), "
+        "shipped config (cpu, cpu_large, cpu_large_float32, cpu_long, cpu_quick, induction, "
+        "induction_attention_only, shakespeare_char, tiny), "
         "e.g. --config cpu"
     )
 

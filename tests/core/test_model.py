@@ -94,6 +94,31 @@ def test_dropout_runs_at_its_three_places_while_training_and_not_at_all_in_eval(
     assert torch.equal(model(idx)[0], without(idx)[0]) and not calls
 
 
+@pytest.mark.parametrize("attention_dropout", [True, False])
+def test_attention_dropout_false_drops_nothing_from_the_attention_weights_and_keeps_the_rest(
+    monkeypatch, attention_dropout
+):
+    """model.attention_dropout: false leaves the weights whole on both attention paths (the fused kernel
+    is asked for no dropout, the plain formula drops nothing), while the embeddings and residual
+    branches are still dropped."""
+    model = small_model(dropout=0.5, attention_dropout=attention_dropout).train()
+    asked = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, dropout_p=0.0, **kwargs):
+        asked.append(dropout_p)
+        return fused(*args, dropout_p=dropout_p, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    idx = torch.randint(11, (2, 16))
+    assert not torch.equal(model(idx)[0], model(idx)[0])  # the other dropouts still draw
+    assert asked == [0.5 if attention_dropout else 0.0] * 6  # 3 blocks, 2 passes
+    names = ["blocks.0.attn.pattern", "blocks.0.attn.v", "blocks.0.attn.z"]  # watched: the plain formula
+    cache = model.run_with_cache(idx, names=names)[1]
+    pattern, v, z = (cache[name] for name in names)  # (B, nh, T, T), (B, nh, T, hs), (B, nh, T, hs)
+    assert torch.allclose(z, pattern @ v, atol=1e-6) != attention_dropout  # dropped weights differ
+
+
 def test_fast_and_explicit_attention_paths_give_the_same_logits():
     model = small_model()
     idx = torch.randint(11, (3, 16))

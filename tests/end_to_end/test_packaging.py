@@ -49,8 +49,9 @@ def test_the_wheel_ships_the_top_level_configs_and_an_install_finds_them_from_an
     (wheel,) = wheel_dir.glob("tinygpt-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"tinygpt/configs/{p.name}" for p in (ROOT / "configs").glob("*.yaml")}
-    # cpu, cpu_large, cpu_long, cpu_quick, induction, induction_attention_only, shakespeare_char, tiny
-    assert len(shipped) == 8 and shipped <= names
+    # cpu, cpu_large, cpu_large_float32, cpu_long, cpu_quick, induction, induction_attention_only,
+    # shakespeare_char, tiny
+    assert len(shipped) == 9 and shipped <= names
     modules = {f"tinygpt/explain/assets/{p.name}" for p in (ROOT / "src/tinygpt/explain/assets").glob("*.js")}
     assert {"tinygpt/explain/assets/explainer.html", "tinygpt/explain/assets/main.js"} | modules <= names
     assert {"tinygpt/app/cli.py", "tinygpt/training/loop.py"} <= names

@@ -33,7 +33,17 @@ from tinygpt.errors import UserError
 from tinygpt.model import GPT, GPTConfig, LayerNorm
 
 TOLERANCE = 1e-5  # largest |logit difference| allowed, per unit of the largest |logit| (at least 1)
-EXPORTABLE = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "mlp"}
+EXPORTABLE = {
+    "vocab_size",
+    "block_size",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "attention_dropout",
+    "bias",
+    "mlp",
+}
 
 
 def check_exportable(model_config: dict[str, Any]) -> None:
@@ -104,7 +114,7 @@ def gpt2_config(config: GPTConfig):
         layer_norm_epsilon=1e-5,
         resid_pdrop=config.dropout,  # dropout matters only when training
         embd_pdrop=config.dropout,
-        attn_pdrop=config.dropout,
+        attn_pdrop=config.dropout if config.attention_dropout else 0.0,
         initializer_range=0.02,
         scale_attn_weights=True,  # q·kᵀ/√d
         scale_attn_by_inverse_layer_idx=False,

@@ -68,6 +68,11 @@ class ModelSection:
         low=4,
     )
     dropout: float = setting(0.2, "dropout probability", low=0.0, high=1.0, high_open=True)
+    attention_dropout: bool = setting(
+        True,
+        "dropout on the attention weights too; false: on the embeddings and residual branches only, which "
+        "lets torch's fused attention kernel train (about 1.15x faster steps on a CPU)",
+    )
     bias: bool = setting(True, "biases in linear layers and layer norms (GPT-2: true)")
     mlp: bool = setting(True, "an MLP in every block; false: attention-only blocks (docs/circuits.md)")
 
