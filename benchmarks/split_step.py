@@ -15,8 +15,10 @@ units (columns of c_fc, rows of c_proj); the two partial sums are added. Two han
 where a split of each product would take four. Against tinygpt.generation.fused_step's Decoder,
 on the same seeded untrained model, it prints the largest logit difference and, over many short
 bursts taken in turn, the best and the median step: the Decoder on 1 and on 2 threads (cut, and
-with whole products), the Python split, and the weights-read bound at 1 and 2 threads (the
-bandwidth of summing a 128 MiB buffer).
+with whole products), the Python split, the weights-read bound at 1 and 2 threads (the
+bandwidth of summing a 128 MiB buffer), and, to tell the products from the rest of the step, the
+step's 24 products alone (cut as the Decoder cuts them) and the same 24 matrices read (summed), one
+call each, as the step reads them.
 The Python split is not used by tinygpt: BENCHMARKS.md, "Threads on a busy machine", says what it
 measured, and "Issue 39 on an AMD EPYC Zen 3" what the cut gives.
 """
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # runs fro
 import torch
 import torch.nn.functional as F
 
-from tinygpt.generation.fused_step import Decoder
+from tinygpt.generation.fused_step import Decoder, _matmul
 from tinygpt.generation.kv_cache import KVCache
 from tinygpt.model import GPT, GPTConfig, one_position_gelu
 
@@ -152,10 +154,32 @@ def main() -> None:
         buffer.sum()
         return (time.perf_counter() - start) * weights / (buffer.numel() * 4)
 
+    matrices = [m for layer in decoder.layers for m in (layer.qkv, layer.proj, layer.fc, layer.fc_proj)]
+    rows = [torch.randn(1, m.weight.shape[0]) for m in matrices]  # (1, in) each
+
+    def products_burst() -> float:  # the step's 24 products alone, cut as the Decoder cuts them
+        parts = decoder.parts(model.config.n_embd)  # 1 (whole) on 1 thread
+        with torch.inference_mode():
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                for x, m in zip(rows, matrices, strict=True):
+                    _matmul(x, m, parts)
+        return (time.perf_counter() - start) / args.steps
+
+    def matrices_read_burst() -> float:  # the same 24 matrices read (summed), one call each
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            for m in matrices:
+                m.weight.sum()
+        return (time.perf_counter() - start) / args.steps
+
     runs = {"Decoder, 1 thread": (1, decoder_burst), "Decoder, 2 threads": (2, decoder_burst)}
     runs |= {"whole products, 2 thr.": (2, lambda: decoder_burst(whole))}
     runs |= {"split, 2 x 1 thread": (1, split_burst)}
     runs |= {"weights read, 1 thread": (1, read_burst), "weights read, 2 threads": (2, read_burst)}
+    runs |= {"products, 1 thread": (1, products_burst), "products, 2 threads": (2, products_burst)}
+    runs |= {"matrices read, 1 thread": (1, matrices_read_burst)}
+    runs |= {"matrices read, 2 thr.": (2, matrices_read_burst)}
     found = {name: [] for name in runs}
     for _ in range(args.rounds):
         for name, (threads, burst) in runs.items():
