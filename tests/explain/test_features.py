@@ -362,6 +362,11 @@ BAD = {  # id: (arguments, or a function of (tmp_path, run) giving them; what th
         lambda t, r: ["sample", "--checkpoint", str(r), "--steer", "1.999=2"],
         "feature 999",
     ),
+    "steer-overflow": (  # past float32: the logits were NaN, and every sampled character the first
+        lambda t, r: ["sample", "--checkpoint", str(r), "--steer", "1.0=1e40"],
+        "--steer mlp_out.1.0=1e+40: the model's logits on the prompt are no longer numbers (past float32); "
+        "mlp_out.1.0 reads at most",
+    ),
 }
 
 
@@ -419,3 +424,8 @@ def test_the_api_says_a_wrong_argument_in_one_user_error(run):
         lm.features(layer="1")
     with pytest.raises(UserError, match="is not a dict"):
         lm.sample("KING:", 5, steer=5)
+    for steer in ({"1.0": 1e40}, {"1.0": 1.0, "1.1": -1e30}):  # past float32, one steer or one of two
+        with pytest.raises(UserError, match="logits on the prompt are no longer numbers"):
+            lm.sample("KING:", 5, steer=steer)
+        with pytest.raises(UserError, match="logits on the prompt are no longer numbers"):
+            lm.steering("KING:", steer)

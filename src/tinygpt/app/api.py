@@ -62,7 +62,7 @@ from tinygpt.explain.lens import lens_view, logit_lens
 from tinygpt.explain.page import page_data
 from tinygpt.explain.patching import patching, patching_text
 from tinygpt.explain.roles import Boundaries
-from tinygpt.explain.steering import steering_effects, steering_hooks
+from tinygpt.explain.steering import refuse_overflow, steering_effects, steering_hooks
 from tinygpt.explain.timeline import (
     from_checkpoints,
     listeners_for,
@@ -242,7 +242,10 @@ class TinyGPT:
         sampling = Sampling(max_new_tokens, temperature, top_k, top_p, num_samples, seed)
         threads = threads_value(threads, "threads")
         ids = self.to_tokens(prompt)
-        hooks = steering_hooks(self._steers(steer)) if steer else {}
+        steers = self._steers(steer) if steer else []
+        hooks = steering_hooks(steers)
+        if steers:
+            refuse_overflow(self.model, ids, steers, hooks)
         with self.model.hooks(hooks):
             return continuations(
                 self.model, self.tokenizer, prompt, ids, sampling, use_cache, stream=stream, threads=threads

@@ -13,12 +13,16 @@ differences; each is read from the unsteered x.
 The effect is measured on the prompt: at each position, the log-probability that the next character is
 one of the feature's promoted characters (tinygpt.explain.feature_notes), with the clamp and without,
 averaged over the positions.
+
+A value far beyond what the feature ever reads (1e40, say) drives the model past float32, and its logits
+stop being numbers: `refuse_overflow` says so in one line before anything is sampled or reported.
 """
 
 from dataclasses import dataclass
 
 import torch
 
+from tinygpt.errors import UserError
 from tinygpt.explain.features import dictionary_of
 from tinygpt.files.feature_file import FeatureFile
 from tinygpt.hooks import Hook
@@ -69,6 +73,25 @@ def _clamp(steers: list[Steer]) -> Hook:
 
 
 @torch.no_grad()
+def refuse_overflow(model: GPT, ids: list[int], steers: list[Steer], hooks: dict[str, Hook]) -> None:
+    """Raise UserError when the steers (their hooks) make the model's logits on the prompt ids not finite."""
+    device = model.wte.weight.device
+    with model.hooks(hooks):
+        logits, _ = model(torch.tensor([ids], device=device))  # (1, T, vocab)
+    if torch.isfinite(logits).all():
+        return
+    given = ", ".join(f"{s.name}={s.value:g}" for s in steers)
+    reach = "; ".join(
+        f"{s.name} reads at most {s.features.features[s.feature].get('max', 0.0):.3g} on the validation text"
+        for s in steers
+    )
+    raise UserError(
+        f"--steer {given}: the model's logits on the prompt are no longer numbers (past float32); "
+        f"{reach}: clamp to a value within some tens of times that"
+    )
+
+
+@torch.no_grad()
 def promoted_log_prob(model: GPT, ids: list[int], promoted: list[int], hooks: dict[str, Hook]) -> float:
     """Mean over the prompt's positions of log P(next character ∈ promoted), with the hooks attached."""
     device = model.wte.weight.device
@@ -83,6 +106,7 @@ def steering_effects(model: GPT, ids: list[int], chars: list[str], steers: list[
     with every steer attached (the numbers `sample --steer` reports)."""
     model.eval()
     hooks = steering_hooks(steers)
+    refuse_overflow(model, ids, steers, hooks)
     index = {c: i for i, c in enumerate(chars)}
     found = []
     for steer in steers:
