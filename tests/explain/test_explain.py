@@ -12,6 +12,7 @@ from test_trace import spread_model
 
 import tinygpt
 from tinygpt.app.cli import main
+from tinygpt.errors import UserError
 from tinygpt.explain.page import page_data
 from tinygpt.explain.trace import trace_prompt
 from tinygpt.explain.walkthrough import attention_steps, walkthrough
@@ -193,12 +194,22 @@ def test_dims_limits_long_vectors(odd_checkpoint):
     assert len(numbers(q)) == 16, "by default q, k and v show every dimension"
 
 
+def test_a_negative_token_counts_from_the_end(odd_checkpoint):
+    lm = tinygpt.load(odd_checkpoint)
+    assert repr(lm.walkthrough("KING:", token=-1)) == repr(lm.walkthrough("KING:"))  # the last
+    assert repr(lm.walkthrough("KING:", token=-5)) == repr(lm.walkthrough("KING:", token=0))
+    assert repr(lm.backward("KING:", token=-2)) == repr(lm.backward("KING:", token=3))
+    with pytest.raises(UserError, match="after --token -1, and the prompt has none after it"):
+        lm.backward("KING:", token=-1)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--layer", "2"], "layer 2 does not exist: this model has 2 layers (0 … 1)"),
         (["--head", "-1"], "head -1 does not exist"),
-        (["--token", "5"], "--token 5 is outside the prompt: use a position from 0 to 4"),
+        (["--token", "5"], "--token 5 is outside the prompt: use a position from 0 to 4, or -5 … -1"),
+        (["--token", "-6"], "--token -6 is outside the prompt"),
         (["--dims", "0"], "--dims 0 is below 1"),
         (["--prompt", "KING€"], "'€'"),
     ],

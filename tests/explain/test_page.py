@@ -124,12 +124,16 @@ def test_explain_html_from_the_command_line(odd_checkpoint, tmp_path, capsys):
     assert "cannot write" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("token", [-1, 4])
+@pytest.mark.parametrize("token", [-5, 4])
 def test_page_checks_the_token(odd_checkpoint, token):
     from tinygpt.errors import UserError
 
     with pytest.raises(UserError, match="outside the prompt"):
         page_data(odd_checkpoint, "KING", token=token)
+
+
+def test_a_negative_token_on_the_page_counts_from_the_end(odd_checkpoint):
+    assert page_data(odd_checkpoint, "KING", token=-1) == page_data(odd_checkpoint, "KING", token=3)
 
 
 def test_page_carries_each_heads_role(odd_checkpoint):

@@ -232,7 +232,9 @@ def _add_explain(subparsers) -> None:
     _add_prompt(p, "text to run through the model (default: a newline)", default="")
     p.add_argument("--layer", type=int, default=0, help="attention layer to follow (default 0)")
     p.add_argument("--head", type=int, default=0, help="head of that layer (default 0)")
-    p.add_argument("--token", type=int, help="position in the prompt to follow, from 0 (default: the last)")
+    p.add_argument(
+        "--token", type=int, help="position in the prompt to follow, from 0 (or -1: the last, the default)"
+    )
     p.add_argument("--dims", type=int, help="entries of each vector to print (default: d_head)")
     p.add_argument(
         "--backward",

@@ -94,10 +94,14 @@ def chosen(value: int | None, count: int, what: str) -> list[int]:
 def focus(
     config: GPTConfig, ids: list[int], layer: int, head: int, token: int | None
 ) -> tuple[int, int, int]:
-    """The (layer, head, token) to follow through a prompt's ids, each checked; token None: the last."""
+    """The (layer, head, token) to follow through a prompt's ids, each checked; token None: the last, and
+    a negative one counts from the end (-1: the last), as --position does."""
     (layer,) = chosen(layer, config.n_layer, "layer")
     (head,) = chosen(head, config.n_head, "head")
     token = len(ids) - 1 if token is None else token
-    if not 0 <= token < len(ids):
-        raise UserError(f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}")
-    return layer, head, token
+    if not -len(ids) <= token < len(ids):
+        raise UserError(
+            f"--token {token} is outside the prompt: use a position from 0 to {len(ids) - 1}, "
+            f"or -{len(ids)} … -1 counting from the end"
+        )
+    return layer, head, token % len(ids)

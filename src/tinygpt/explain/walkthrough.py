@@ -189,12 +189,13 @@ def walk_focus(
         )
     if backward and token is None:
         token = len(ids) - 2
+    given = token
     layer, head, token = focus(config, ids, layer, head, token)
     if dims is not None and dims < 1:
         raise UserError(f"--dims {dims} is below 1; use 1 or more")
     if backward and token >= len(ids) - 1:
         raise UserError(
-            f"--backward follows the loss of predicting the character after --token {token}, and the prompt "
+            f"--backward follows the loss of predicting the character after --token {given}, and the prompt "
             f"has none after it; use a --token below {len(ids) - 1} (or a longer prompt)"
         )
     return layer, head, token
