@@ -331,6 +331,27 @@ def test_nanogpt_and_common_names_suggest_the_key_they_mean(tmp_path, override, 
     assert str(caught.value).endswith(meant)
 
 
+@pytest.mark.parametrize(
+    "override, instead",
+    [
+        ("model.vocab_size=65", "the vocabulary is the corpus's own characters, counted when training"),
+        ("meta_vocab_size=65", "the vocabulary is the corpus's own characters"),
+        ("init_from=resume", "add --resume to continue one (nanoGPT's 'resume')"),
+        ("eval_only=true", "run tinygpt evaluate CHECKPOINT"),
+        ("always_save_checkpoint=false", "every evaluation saves last.pt"),
+        ("backend=gloo", "the device chooses (nccl on CUDA, gloo on a CPU)"),
+    ],
+)
+def test_nanogpt_settings_without_a_key_say_what_does_their_work(tmp_path, override, instead):
+    """Not a suggested key (vocab_size once got 'did you mean model.block_size?'): what to do instead."""
+    path = write(tmp_path, "model: {n_layer: 2}\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path, [override])
+    key = override.partition("=")[0]
+    assert str(caught.value).startswith(f"--set {override}: unknown key '{key}'; ")
+    assert instead in str(caught.value) and "did you mean" not in str(caught.value)
+
+
 def test_nanogpt_names_in_a_file_suggest_the_key_too(tmp_path):
     with pytest.raises(UserError, match=r"unknown key 'max_iters'; did you mean 'train.max_iters'\?$"):
         load_config(write(tmp_path, "max_iters: 20\n"))

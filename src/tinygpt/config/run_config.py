@@ -353,6 +353,20 @@ ALIASES = {
 }
 
 
+# nanoGPT's settings that tinygpt has no key for, and what does their work here
+VOCABULARY = "the vocabulary is the corpus's own characters, counted when training starts: leave it out"
+NO_KEY = {
+    "vocab_size": VOCABULARY,
+    "meta_vocab_size": VOCABULARY,
+    "init_from": "a run starts from new weights; add --resume to continue one (nanoGPT's 'resume')",
+    "eval_only": "to score a checkpoint without training, run tinygpt evaluate CHECKPOINT",
+    "always_save_checkpoint": (
+        "every evaluation saves last.pt, and best.pt when the validation loss is the lowest yet: leave it out"
+    ),
+    "backend": "under torchrun the device chooses (nccl on CUDA, gloo on a CPU): leave it out",
+}
+
+
 def key_for(name: str) -> str | None:
     """The dotted key a bare or misplaced name means (`max_iters`, `lr`, `n_embd`, `optimizer`), or None."""
     name = name.lower().replace("-", "_")
@@ -364,7 +378,10 @@ def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
     if key in valid:
         return
     meant = key_for(str(key))
-    if meant is not None:
+    instead = NO_KEY.get(str(key).lower().replace("-", "_"))
+    if instead is not None:
+        hint = instead
+    elif meant is not None:
         hint = f"did you mean '{meant}'?"
         if meant == "train.betas":
             hint = "did you mean 'train.betas'? it holds [beta1, beta2] as a list: train.betas=[0.9, 0.95]"
