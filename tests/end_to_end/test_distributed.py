@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -145,6 +146,22 @@ def test_a_config_mistake_under_torchrun_is_said_once_for_the_job(corpus_file, t
     said = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     hint = "did you mean 'train.learning_rate'?"
     assert said == [f"error: {tmp_path / 'run.yaml'}: unknown key 'train.lerning_rate'; {hint}"]  # one rank
+
+
+def test_a_time_budget_under_torchrun_fits_the_same_max_iters_on_every_rank(corpus_file, tmp_path):
+    """Each rank reads its own clock; they agree on the slowest's, or one would wait for the other at a
+    step the other never reaches (the timeout in torchrun() is the guard)."""
+    raw = tiny_raw(corpus_file, tmp_path / "run", max_iters=100_000, max_minutes=0.15, eval_interval=100_000)
+    result = torchrun(ROOT / "scripts" / "train.py", raw, tmp_path)
+    assert result.returncode == 0, result.stderr
+    (done,) = [line for line in result.stdout.splitlines() if line.startswith("done: step ")]  # rank 0's
+    step = int(done.split()[2].rstrip(","))
+    said = result.stdout + result.stderr
+    fits = re.findall(r"^time budget 0.15 min, [\d.]+ in at step \d+: (?:max_iters|spent)", said, re.M)
+    assert fits and said.count("time budget") == len(fits), said  # each said once, by rank 0
+    metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert metrics[-1]["step"] == step < 100_000  # ended by the budget, evaluated and saved there
+    assert metrics[-1]["time_s"] < 0.15 * 60 + 30  # the budget, and the final evaluation after it
 
 
 LAUNCH = [sys.executable, "-m", "tinygpt.training.launch", "--standalone", "--nproc_per_node=2"]

@@ -99,6 +99,12 @@ class TrainSection:
     batch_size: int = setting(64, "sequences per micro-batch", low=1)
     grad_accum_steps: int = setting(1, "micro-batches per optimizer step", low=1)
     max_iters: int = setting(5000, "optimizer steps", low=1)
+    max_minutes: float = setting(
+        0.0,
+        "a time budget: max_iters is fitted as the run goes to the steps that fit into this many minutes "
+        "(evaluations included), so that the decay ends then; max_iters stays the most; 0: none",
+        low=0.0,
+    )
     learning_rate: float = setting(1e-3, "peak learning rate", low=0.0, low_open=True)
     min_lr: float = setting(1e-4, "learning rate at the end of the decay", low=0.0)
     warmup_iters: int = setting(100, "steps of linear warm-up from 0", low=0)

@@ -35,6 +35,7 @@ from tinygpt.device import pick_device
 from tinygpt.errors import UserError, shown
 from tinygpt.files.checkpoint import build_checkpoint, read_checkpoint, save_checkpoint
 from tinygpt.model import GPT
+from tinygpt.training.budget import Budget, resumed_max_iters
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
@@ -45,6 +46,8 @@ from tinygpt.training.resume import RESUME_ADVICE, Progress, where_it_starts
 from tinygpt.training.run_dir import RunDirectory, saved_step
 from tinygpt.training.set_up import Setup, set_up
 from tinygpt.training.step import Abandoned, estimate_loss, global_batch, lr_at
+
+clock = time.perf_counter  # the run's wall time: evaluations' speed, the record, the time budget
 
 
 class Listener(Protocol):
@@ -110,8 +113,12 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
+    most_steps = t.max_iters  # the configured max_iters: a time budget fits max_iters within it
+    fitted = resumed_max_iters(t, saved.run_section("train")) if saved and t.max_minutes else None
+    t.max_iters = fitted or most_steps
     state, evaluated_at_start = where_it_starts(saved, saved_path, setup, run)
     start_step = state.step
+    budget = Budget.of(t, state.wall_time_s, most_steps, refit_now=saved is not None and fitted is None)
     if ranks.is_main:
         print_summary(setup, run.path, start_step)
     last_saved = start_step if saved_path == run.last else None  # the step last.pt holds
@@ -146,6 +153,8 @@ def _train(
             step += 1
             training.stepped(step, loss, grad_norm)
             bar.stepped()
+            if budget and step % t.log_interval == 0:  # the ranks agree on the time here (Training.fit)
+                training.fit(budget, step, bar.tqdm)
             if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
                 training.check_losses(step)
                 bar.show(loss.item(), lr_at(step - 1, t))
@@ -168,12 +177,12 @@ class Training:
         self.setup = setup
         self.loggers = loggers
         self.grad_norm: torch.Tensor | None = None  # the last step's, before clipping
-        self.since = (time.perf_counter(), progress.tokens_seen)  # the previous evaluation: when, tokens
+        self.since = (clock(), progress.tokens_seen)  # the previous evaluation: when, tokens
         self.run = run
         self.stop_request = stop
         self.progress = progress
         self.last_saved = last_saved  # the step last.pt holds
-        self.started = time.perf_counter() - progress.wall_time_s
+        self.started = clock() - progress.wall_time_s
         t = setup.config.train
         checked_every = min(t.log_interval, t.eval_interval, t.max_iters)  # most steps between checks
         self.watch = LossWatch(checked_every, setup.ranks.device, last_checked=progress.step)
@@ -204,7 +213,7 @@ class Training:
         if not all(math.isfinite(v) for v in losses.values()):
             self.diverged(f"the evaluation at step {step} gave losses {losses}")
         p.step, p.train_loss, p.val_loss = step, losses["train"], losses["val"]
-        p.wall_time_s = time.perf_counter() - self.started
+        p.wall_time_s = clock() - self.started
         improved = losses["val"] < p.best_val_loss  # the same on every rank: losses are summed
         if improved:
             p.best_val_loss, p.best_step = losses["val"], step
@@ -229,14 +238,31 @@ class Training:
         if improved:  # step 0 too (the note at the top)
             self.save(self.run.best, with_state=False)
         bar.set_description("")
-        self.since = (time.perf_counter(), p.tokens_seen)
+        self.since = (clock(), p.tokens_seen)
+
+    def fit(self, budget: Budget, step: int, bar: tqdm) -> None:
+        """max_iters fitted to the time budget at `step` (tinygpt.training.budget), the same on every rank."""
+        s, t = self.setup, self.setup.config.train
+        elapsed = clock() - self.started
+        if s.ranks.distributed:  # the slowest rank's clock, so that every rank fits the same max_iters
+            elapsed = s.ranks.max(torch.tensor(elapsed, dtype=torch.float64, device=s.ranks.device)).item()
+        max_iters, changed = budget.max_iters(step, elapsed, t.max_iters)
+        if not changed:
+            return
+        if s.ranks.is_main:
+            said = (
+                "spent: the run ends here" if max_iters == step else f"max_iters {t.max_iters} -> {max_iters}"
+            )
+            bar.write(f"time budget {t.max_minutes:g} min, {elapsed / 60:.2f} in at step {step}: {said}")
+        t.max_iters = bar.total = max_iters
+        bar.refresh()
 
     def since_evaluation(self) -> dict[str, float]:
         """Training speed since the previous evaluation, and the last step's gradient norm (if any step)."""
         started, tokens = self.since
         if self.progress.tokens_seen == tokens or self.grad_norm is None:
             return {}
-        seconds = time.perf_counter() - started
+        seconds = clock() - started
         return {
             "tokens_per_s": (self.progress.tokens_seen - tokens) / seconds,
             "grad_norm": self.grad_norm.item(),
@@ -263,7 +289,7 @@ class Training:
         """Save the step just finished (unless last.pt holds it) and raise Interrupted."""
         self.check_losses(step)
         if self.last_saved != step:
-            self.progress.wall_time_s = time.perf_counter() - self.started
+            self.progress.wall_time_s = clock() - self.started
             self.save(self.run.last, with_state=True)
         name = signal.Signals(signum).name
         raise Interrupted(signum, f"stopped by {name} at step {step}; saved {self.run.last}")
@@ -305,7 +331,7 @@ class Training:
 
     def finish(self) -> dict[str, Any]:
         """The record of the run as it ends."""
-        self.progress.wall_time_s = time.perf_counter() - self.started
+        self.progress.wall_time_s = clock() - self.started
         return self.record()
 
     def record(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from tinygpt.config.run_config import warnings_of
+from tinygpt.config.run_config import TrainSection, warnings_of
 from tinygpt.errors import shown
 from tinygpt.training.flops import MATMUL_SIZES, Utilisation, flops_per_token, matmul_peak
 from tinygpt.training.precision import cpu_multiplies_bfloat16
@@ -116,6 +116,13 @@ def utilisation_of(setup: Setup) -> Utilisation:
     return Utilisation(flops_per_token(setup.model), peak)
 
 
+def steps_said(t: TrainSection) -> str:
+    """How long the run trains: its steps, or its time budget and the steps fitted within it so far."""
+    if not t.max_minutes:
+        return f"{t.max_iters} steps"
+    return f"{t.max_minutes:g} minutes (train.max_minutes; max_iters fitted as it goes, now {t.max_iters})"
+
+
 def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
     """What is about to be trained, where and how: printed once (by rank 0) before the first step."""
     model, corpus, ranks, t = setup.model, setup.corpus, setup.ranks, setup.config.train
@@ -129,7 +136,7 @@ def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
         f"vocabulary {corpus.tokenizer.vocab_size})"
     )
     print(
-        f"training: {t.max_iters} steps of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
+        f"training: {steps_said(t)} of {global_batch(t, ranks)} × {c.block_size} tokens on {device} "
         f"({dtype}{' by train.dtype auto' if t.dtype == 'auto' else ''})"
         f"{f', resuming at step {step}' if step else ''}; run directory {shown(run_dir)}"
     )
