@@ -3,6 +3,7 @@
 loop.py         train(): set up, then step, evaluate and save until max_iters
 set_up.py       the model, optimizer, batches and precision of one process (shared with bench)
 step.py         one optimizer step, the learning-rate schedule, the loss estimate
+budget.py       train.max_minutes: max_iters fitted to a time budget as the run goes
 optimizer.py    AdamW, or Muon for the blocks' matrices with AdamW for the rest
 muon.py         Muon's orthogonalisation in float32, for CPUs without bfloat16 units
 precision.py    dtype, autocast and loss scaling; compile preflight; out-of-memory
