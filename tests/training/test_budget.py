@@ -66,9 +66,7 @@ def test_a_run_with_a_budget_ends_at_it_with_its_decay_done(corpus_file, tmp_pat
 def test_the_summary_says_the_budget(corpus_file, tmp_path, step_clock, capsys):
     train(budget_run(corpus_file, tmp_path, minutes=0.25), progress=False)
     out = capsys.readouterr().out
-    assert (
-        "training: 0.25 minutes (train.max_minutes; max_iters fitted as it goes, now 10000) of 8 × 16" in out
-    )
+    assert "training: 0.25 minutes (train.max_minutes: max_iters fitted as it goes, ≤ 10000) of 8 × 16" in out
 
 
 def test_max_iters_stays_the_most_steps(corpus_file, tmp_path, step_clock):
@@ -108,25 +106,42 @@ def test_a_run_that_slows_down_ends_when_its_budget_is_spent(corpus_file, tmp_pa
 
 
 def test_a_budget_fits_at_its_shares_and_again_when_an_early_fit_was_too_short():
-    t = TrainSection(max_minutes=1, log_interval=10)
-    budget = Budget.of(t, elapsed=0.0, most_steps=10_000, refit_now=False)
-    assert budget.refits == [r * 60 for r in REFITS]
+    t = TrainSection(max_iters=10_000, max_minutes=1, log_interval=10)
+    budget = Budget.set_up(t, saved=None)
+    assert budget.refits == [r * 60 for r in REFITS] and t.max_iters == 10_000
     assert budget.max_iters(10, 2.0, 10_000) == (10_000, False)  # the first check starts the rate's clock
     assert budget.max_iters(20, 3.0, 10_000) == (10_000, False)  # no share reached yet
     assert budget.max_iters(46, 6.5, 10_000) == (46 + 53.5 * 8, True)  # 36 steps in 4.5 s: 8 a second
-    assert budget.max_iters(410, 10.0, 474) == (474, False)  # no share reached, and the end far off
+    assert budget.max_iters(400, 10.0, 474) == (474, False)  # no share reached, and the end far off
     assert budget.max_iters(406, 11.0, 410) == (406 + 49 * 80, True)  # would end at 1/5: fitted again
     assert budget.max_iters(10_000, 12.0, 10_000) == (10_000, False)  # the configured most: not fitted on
     assert budget.max_iters(500, 61.0, 4_510) == (500, True)  # spent: ends at this step
-    assert Budget.of(TrainSection(), 0.0, 5000, False) is None  # no budget
+    assert Budget.set_up(TrainSection(), None) is None  # no budget
 
 
-def test_a_resumed_budget_fits_at_once_only_where_it_is_another():
+class Saved:
+    """A last.pt, as far as a budget reads it: its config's train section."""
+
+    def __init__(self, train: dict | None):
+        self.train = train
+
+    def run_section(self, section: str) -> dict | None:
+        return self.train
+
+
+def test_a_resumed_run_goes_on_with_its_fitted_max_iters_or_fits_at_once_under_another_budget():
     t = TrainSection(max_minutes=2, max_iters=9000)
     assert resumed_max_iters(t, {"max_minutes": 2, "max_iters": 480}) == 480
     assert resumed_max_iters(t, {"max_minutes": 2, "max_iters": 20_000}) == 9000  # within the config's
     assert resumed_max_iters(t, {"max_minutes": 1, "max_iters": 480}) is None  # another budget: fit afresh
     assert resumed_max_iters(t, {"max_iters": 480}) is None and resumed_max_iters(t, None) is None
-    budget = Budget.of(t, elapsed=61.0, most_steps=9000, refit_now=True)
-    assert budget.refits[0] == 61.0 and budget.fitted_at == (0, 0.0)  # at once, at the whole run's rate
-    assert budget.max_iters(490, 61.5, 480) == (490 + int(58.5 * 490 / 61.5), True)
+
+    same = Budget.set_up(t, Saved({"max_minutes": 2, "max_iters": 480}))
+    assert t.max_iters == 480 and same.most_steps == 9000  # goes on with it, within the configured most
+    assert same.max_iters(490, 61.0, 480) == (480, False)  # the first check: the clock, the shares behind
+    assert same.refits == [0.6 * 120, 0.85 * 120]
+
+    t = TrainSection(max_minutes=2, max_iters=9000)
+    other = Budget.set_up(t, Saved({"max_minutes": 1, "max_iters": 480}))
+    assert t.max_iters == 9000 and other.fitted_at == (0, 0.0)  # at once, at the whole run's rate
+    assert other.max_iters(490, 61.5, 9000) == (490 + int(58.5 * 490 / 61.5), True)

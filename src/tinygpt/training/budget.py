@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinygpt.config.run_config import TrainSection
+from tinygpt.files.checkpoint import Checkpoint
 
 REFITS = (0.1, 0.3, 0.6, 0.85)  # shares of the budget at which max_iters is fitted to the rate so far
 EARLY = 0.95  # before the last fit, a run that would end before this share of its budget is fitted again
@@ -30,39 +31,46 @@ EARLY = 0.95  # before the last fit, a run that would end before this share of i
 @dataclass
 class Budget:
     """The budget in seconds, the most steps the config allows, the steps between checks, and where the
-    rate is measured from (None until the first check)."""
+    rate is measured from (None until the first check starts its clock)."""
 
     seconds: float
     most_steps: int
     every: int
     fitted_at: tuple[int, float] | None  # (step, seconds into the run) of the last fit
-    refits: list[float] = field(default_factory=list)  # the seconds still to fit at
+    refits: list[float] = field(default_factory=list)  # the seconds into the run still to fit at
 
     @classmethod
-    def of(cls, t: TrainSection, elapsed: float, most_steps: int, refit_now: bool) -> "Budget | None":
-        """The budget of a run configured as t, `elapsed` seconds in (0, or a resumed run's time), with
-        at most most_steps; refit_now: fit at the first check, at the rate since the run's start (a run
-        resumed with a budget other than its own). None without a budget."""
+    def set_up(cls, t: TrainSection, saved: Checkpoint | None) -> "Budget | None":
+        """The budget of a run configured as t (None without one), resuming `saved` (None: a new run).
+
+        A run resumed with the budget it had goes on with the max_iters fitted then (set in t here);
+        one resumed with another fits at its first check, at the rate since the run's start."""
         if not t.max_minutes:
             return None
-        seconds = t.max_minutes * 60
-        later = [r * seconds for r in REFITS if r * seconds > elapsed]
-        if refit_now:
-            return cls(seconds, most_steps, t.log_interval, (0, 0.0), [elapsed, *later])
-        return cls(seconds, most_steps, t.log_interval, None, later)
+        seconds, most_steps = t.max_minutes * 60, t.max_iters
+        shares = [r * seconds for r in REFITS]
+        if saved is None:
+            return cls(seconds, most_steps, t.log_interval, None, shares)
+        fitted = resumed_max_iters(t, saved.run_section("train"))
+        if fitted is None:
+            return cls(seconds, most_steps, t.log_interval, (0, 0.0), [0.0, *shares])
+        t.max_iters = fitted
+        return cls(seconds, most_steps, t.log_interval, None, shares)
 
     def max_iters(self, step: int, elapsed: float, current: int) -> tuple[int, bool]:
         """max_iters from `step` on, `elapsed` seconds into the run, and whether it changed: `step` itself
         once the budget is spent (the run ends there), the steps that fit at a refit, else `current`.
 
         The first check only starts the clock the rate is measured by, past the run's start-up (the
-        evaluation at step 0, the threads' probe); and until the last fit, a max_iters the run would
-        reach before the next check, with more than a twentieth of the budget left, is fitted again
-        (an early fit measured too slow a rate)."""
+        evaluation at step 0, the threads' probe), and passes over the shares already behind it (a
+        resumed run's); and until the last fit, a max_iters the run would reach before the next check,
+        with more than a twentieth of the budget left, is fitted again (an early fit measured too slow
+        a rate)."""
         if elapsed >= self.seconds:
             return step, current != step
         if self.fitted_at is None:
             self.fitted_at = (step, elapsed)
+            self.refits = [r for r in self.refits if r > elapsed]
             return current, False
         if step >= self.most_steps:  # the configured max_iters reached, before the budget
             return current, False
@@ -80,9 +88,8 @@ class Budget:
 
 
 def resumed_max_iters(t: TrainSection, saved_train: dict[str, Any] | None) -> int | None:
-    """max_iters for a run with a budget resumed from a last.pt whose config is saved_train: the one
-    fitted before (within t's), where the saved run had the same budget; None where it had another
-    (or none), for the first check to fit afresh."""
+    """The max_iters a run resumed from a last.pt whose config is saved_train goes on with: the one fitted
+    before (within t's), where the saved run had the same budget; None where it had another (or none)."""
     if not saved_train or saved_train.get("max_minutes") != t.max_minutes:
         return None
     fitted = saved_train.get("max_iters")

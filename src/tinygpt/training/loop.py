@@ -35,7 +35,7 @@ from tinygpt.device import pick_device
 from tinygpt.errors import UserError, shown
 from tinygpt.files.checkpoint import build_checkpoint, read_checkpoint, save_checkpoint
 from tinygpt.model import GPT
-from tinygpt.training.budget import Budget, resumed_max_iters
+from tinygpt.training.budget import Budget
 from tinygpt.training.distributed import Ranks, process_group
 from tinygpt.training.divergence import LossWatch
 from tinygpt.training.interrupt import Interrupted, StopRequest
@@ -113,16 +113,12 @@ def _train(
         run.prepare(config, resume)
     else:  # rank 0 locks and writes the run directory
         run.check(resume)
-    most_steps = t.max_iters  # the configured max_iters: a time budget fits max_iters within it
-    fitted = resumed_max_iters(t, saved.run_section("train")) if saved and t.max_minutes else None
-    t.max_iters = fitted or most_steps
     state, evaluated_at_start = where_it_starts(saved, saved_path, setup, run)
     start_step = state.step
-    budget = Budget.of(t, state.wall_time_s, most_steps, refit_now=saved is not None and fitted is None)
     if ranks.is_main:
         print_summary(setup, run.path, start_step)
     last_saved = start_step if saved_path == run.last else None  # the step last.pt holds
-    training = Training(setup, run, state, stop, last_saved, loggers, listeners)
+    training = Training(setup, run, state, stop, last_saved, loggers, listeners, Budget.set_up(t, saved))
     if ranks.is_main:  # rank 0 logs, as it writes metrics.jsonl
         first_logged = start_step + 1 if evaluated_at_start else start_step
         loggers.start(run.path, first_logged, resumed=saved is not None)
@@ -153,8 +149,7 @@ def _train(
             step += 1
             training.stepped(step, loss, grad_norm)
             bar.stepped()
-            if budget and step % t.log_interval == 0:  # the ranks agree on the time here (Training.fit)
-                training.fit(budget, step, bar.tqdm)
+            training.fit(step, bar.tqdm)  # to a time budget, if the run has one
             if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
                 training.check_losses(step)
                 bar.show(loss.item(), lr_at(step - 1, t))
@@ -173,8 +168,10 @@ class Training:
         last_saved: int | None,
         loggers: Loggers,
         listeners: Sequence[Listener],
+        budget: Budget | None,
     ):
         self.setup = setup
+        self.budget = budget  # train.max_minutes: max_iters fitted to it as the run goes
         self.loggers = loggers
         self.grad_norm: torch.Tensor | None = None  # the last step's, before clipping
         self.since = (clock(), progress.tokens_seen)  # the previous evaluation: when, tokens
@@ -240,13 +237,16 @@ class Training:
         bar.set_description("")
         self.since = (clock(), p.tokens_seen)
 
-    def fit(self, budget: Budget, step: int, bar: tqdm) -> None:
-        """max_iters fitted to the time budget at `step` (tinygpt.training.budget), the same on every rank."""
+    def fit(self, step: int, bar: tqdm) -> None:
+        """max_iters fitted to the time budget at `step`, every log_interval steps (training/budget.py), the
+        same on every rank."""
         s, t = self.setup, self.setup.config.train
+        if self.budget is None or step % t.log_interval:
+            return
         elapsed = clock() - self.started
         if s.ranks.distributed:  # the slowest rank's clock, so that every rank fits the same max_iters
             elapsed = s.ranks.max(torch.tensor(elapsed, dtype=torch.float64, device=s.ranks.device)).item()
-        max_iters, changed = budget.max_iters(step, elapsed, t.max_iters)
+        max_iters, changed = self.budget.max_iters(step, elapsed, t.max_iters)
         if not changed:
             return
         if s.ranks.is_main:

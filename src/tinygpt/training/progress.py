@@ -120,7 +120,7 @@ def steps_said(t: TrainSection) -> str:
     """How long the run trains: its steps, or its time budget and the steps fitted within it so far."""
     if not t.max_minutes:
         return f"{t.max_iters} steps"
-    return f"{t.max_minutes:g} minutes (train.max_minutes; max_iters fitted as it goes, now {t.max_iters})"
+    return f"{t.max_minutes:g} minutes (train.max_minutes: max_iters fitted as it goes, ≤ {t.max_iters})"
 
 
 def print_summary(setup: Setup, run_dir: Path, step: int) -> None:
