@@ -39,6 +39,7 @@ def test_the_attention_only_induction_config_is_the_induction_config_without_mlp
 def test_the_float32_half_hour_config_is_cpu_large_cut_to_what_its_budget_measured():
     """configs/cpu_large_float32.yaml is cpu_large.yaml with only the changes its header gives."""
     changes = ["model.n_layer=4", "model.attention_dropout=false", "train.max_iters=4200"]
+    changes += ["train.max_minutes=29"]
     changes += ["train.timeline=false", "train.eval_interval=1000", "train.dtype=float32"]
     changes += ["out_dir=checkpoints/cpu_large_float32"]
     assert vars(load_config("cpu_large_float32")) == vars(load_config("cpu_large", changes))
