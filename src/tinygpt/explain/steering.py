@@ -15,9 +15,11 @@ one of the feature's promoted characters (tinygpt.explain.feature_notes), with t
 averaged over the positions.
 
 A value far beyond what the feature ever reads (1e40, say) drives the model past float32, and its logits
-stop being numbers: `refuse_overflow` says so in one line before anything is sampled or reported.
+stop being numbers: that is said in one line (`refuse_overflow`, and the effects' own numbers) before
+anything is sampled or reported.
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -78,14 +80,18 @@ def refuse_overflow(model: GPT, ids: list[int], steers: list[Steer], hooks: dict
     device = model.wte.weight.device
     with model.hooks(hooks):
         logits, _ = model(torch.tensor([ids], device=device))  # (1, T, vocab)
-    if torch.isfinite(logits).all():
-        return
+    if not torch.isfinite(logits).all():
+        raise _overflow(steers)
+
+
+def _overflow(steers: list[Steer]) -> UserError:
+    """The one line for steers that took the model past float32, with what each feature reads at most."""
     given = ", ".join(f"{s.name}={s.value:g}" for s in steers)
     reach = "; ".join(
         f"{s.name} reads at most {s.features.features[s.feature].get('max', 0.0):.3g} on the validation text"
         for s in steers
     )
-    raise UserError(
+    return UserError(
         f"--steer {given}: the model's logits on the prompt are no longer numbers (past float32); "
         f"{reach}: clamp to a value within some tens of times that"
     )
@@ -106,7 +112,6 @@ def steering_effects(model: GPT, ids: list[int], chars: list[str], steers: list[
     with every steer attached (the numbers `sample --steer` reports)."""
     model.eval()
     hooks = steering_hooks(steers)
-    refuse_overflow(model, ids, steers, hooks)
     index = {c: i for i, c in enumerate(chars)}
     found = []
     for steer in steers:
@@ -114,6 +119,8 @@ def steering_effects(model: GPT, ids: list[int], chars: list[str], steers: list[
         ids_promoted = [index[c] for c in promoted]
         before = promoted_log_prob(model, ids, ids_promoted, {})
         after = promoted_log_prob(model, ids, ids_promoted, hooks)
+        if not math.isfinite(after):  # the logits were not numbers (refuse_overflow's case), no second pass
+            raise _overflow(steers)
         found.append({"steer": steer.name, "value": steer.value, "promoted": promoted, "unsteered": before,
                       "steered": after, "change": after - before, "positions": len(ids)})  # fmt: skip
     return found

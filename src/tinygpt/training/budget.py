@@ -4,18 +4,20 @@ A schedule fixed in steps ends when its steps do, however long they take: a run 
 takes twenty on a slower or a busy machine, and one cut short by hand ends before its learning rate
 has decayed. With `train.max_minutes` set, the run measures its own rate and fits max_iters to the
 steps that fit into the budget, at REFITS shares of it, each time at the rate since the fit before
-(steps, evaluations and saves together), so that the decay ends at the budget: the last fit, at 80%,
-is off only by how the machine's speed drifts over the last fifth. The configured max_iters stays
-the most steps the run takes. A run whose clock passes the budget before its last step (the machine
-slowed down) is evaluated and saved there, and ends. The final evaluation comes after the budget.
+(steps, evaluations and saves together), so that the decay ends at the budget: the last fit, at 85%,
+is off only by how the machine's speed drifts over the rest. The first check only starts the clock
+the rate is measured by, past the run's start-up (the evaluation at step 0, the threads' probe);
+before the last fit, a max_iters the run would reach with more than a twentieth of the budget left is
+fitted again. The configured max_iters stays the most steps the run takes. A run whose clock passes
+the budget before its last step (the machine slowed down) is evaluated and saved there, and ends. The
+final evaluation comes after the budget.
 
-Time counts from the run's start, the evaluation at step 0 included; a resumed run goes on from the
-time its last.pt records, with the max_iters fitted before (`resumed_max_iters`), or, resumed with
-another budget, fitted afresh at its first check; its next fit takes the rate since the run's start
-(the whole run's steps over its whole time). The clock is read
-every log_interval steps, and under torchrun the ranks take the slowest one's time, so that every
-rank sets the same max_iters at the same step. Bit-identical reruns need a fixed max_iters: a
-fitted one depends on the machine's speed.
+Time counts from the run's start, the evaluation at step 0 included. A resumed run goes on from the
+time its last.pt records: with the max_iters fitted before, where it had the same budget
+(`resumed_max_iters`); resumed with another, it fits at its first check, at the rate since the run's
+start (the whole run's steps over its whole time). The clock is read every log_interval steps, and
+under torchrun the ranks take the slowest one's time, so that every rank sets the same max_iters at
+the same step. Bit-identical reruns need a fixed max_iters: a fitted one depends on the machine's speed.
 """
 
 from dataclasses import dataclass, field

@@ -149,10 +149,10 @@ def _train(
             step += 1
             training.stepped(step, loss, grad_norm)
             bar.stepped()
-            training.fit(step, bar.tqdm)  # to a time budget, if the run has one
             if step % t.log_interval == 0:  # .item() waits for the device: only at log intervals
                 training.check_losses(step)
                 bar.show(loss.item(), lr_at(step - 1, t))
+                training.fit(step, bar.tqdm)  # to a time budget, if the run has one
     return training.finish()
 
 
@@ -238,10 +238,10 @@ class Training:
         self.since = (clock(), p.tokens_seen)
 
     def fit(self, step: int, bar: tqdm) -> None:
-        """max_iters fitted to the time budget at `step`, every log_interval steps (training/budget.py), the
-        same on every rank."""
+        """max_iters fitted to the time budget at `step`, a log interval's end (training/budget.py), the same
+        on every rank."""
         s, t = self.setup, self.setup.config.train
-        if self.budget is None or step % t.log_interval:
+        if self.budget is None:
             return
         elapsed = clock() - self.started
         if s.ranks.distributed:  # the slowest rank's clock, so that every rank fits the same max_iters

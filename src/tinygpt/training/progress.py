@@ -117,7 +117,7 @@ def utilisation_of(setup: Setup) -> Utilisation:
 
 
 def steps_said(t: TrainSection) -> str:
-    """How long the run trains: its steps, or its time budget and the steps fitted within it so far."""
+    """How long the run trains: its steps, or its time budget and the most steps it may take."""
     if not t.max_minutes:
         return f"{t.max_iters} steps"
     return f"{t.max_minutes:g} minutes (train.max_minutes: max_iters fitted as it goes, ≤ {t.max_iters})"
