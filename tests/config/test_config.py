@@ -319,6 +319,10 @@ def test_a_line_break_in_an_override_is_refused_not_folded_into_a_space(tmp_path
         ("train.dropout=0.1", "did you mean 'model.dropout'?"),
         ("model.optimizer=muon", "did you mean 'train.optimizer'?"),
         (
+            "train.out_dir=runs/a",
+            "out_dir stands alone, in no section: out_dir: PATH in the file, or --set out_dir=PATH",
+        ),
+        (
             "train.beta2=0.95",
             "did you mean 'train.betas'? it holds [beta1, beta2] as a list: train.betas=[0.9, 0.95]",
         ),

@@ -340,6 +340,10 @@ BAD = {  # id: (arguments, or a function of (tmp_path, run) giving them; what th
     "k-zero": (lambda t, r: ["features", str(r), "--k", "0"], "--k 0 is below 1"),
     "size-zero": (lambda t, r: ["features", str(r), "--size", "0"], "--size 0 is below 1"),
     "positions-zero": (lambda t, r: ["features", str(r), "--positions", "0"], "--positions 0 is below 1"),
+    "positions-absurd": (  # once accepted: a bar of 195,312,500,000 steps
+        lambda t, r: ["features", str(r), "--positions", "99999999999999"],
+        "--positions 99,999,999,999,999 would take a million steps and more; use at most 1,000,000,000",
+    ),
     "size-beyond-memory": (  # a trillion latents: the allocator's traceback before this check
         lambda t, r: ["features", str(r), "--size", str(10**12)],
         "--size 1,000,000,000,000 is too large to train here",

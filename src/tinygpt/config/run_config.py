@@ -376,6 +376,8 @@ NO_KEY = {
 def key_for(name: str) -> str | None:
     """The dotted key a bare or misplaced name means (`max_iters`, `lr`, `n_embd`, `optimizer`), or None."""
     name = name.lower().replace("-", "_")
+    if name == "out_dir":  # the one key outside the sections (nanoGPT keeps it beside its training keys)
+        return name
     homes = [f"{section}.{name}" for section, cls in SECTIONS.items() if name in cls.__dataclass_fields__]
     return ALIASES.get(name) or (homes[0] if homes else None)
 
@@ -389,6 +391,8 @@ def _check_known(key: Any, valid: list[str], source: str, prefix: str) -> None:
         hint = instead
     elif meant is not None:
         hint = f"did you mean '{meant}'?"
+        if meant == "out_dir":
+            hint = "out_dir stands alone, in no section: out_dir: PATH in the file, or --set out_dir=PATH"
         if meant == "train.betas":
             hint = "did you mean 'train.betas'? it holds [beta1, beta2] as a list: train.betas=[0.9, 0.95]"
     else:

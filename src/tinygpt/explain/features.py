@@ -38,6 +38,7 @@ DEFAULT_LAYER = 1  # past the first block, where features of more than the chara
 WIDTHS = 8  # latents per number of the layer's width
 K = 16
 POSITIONS = 600_000
+MOST_POSITIONS = 10**9  # a million steps of BATCH: beyond it a typo (a run of days), not a request
 BATCH = 1024
 BUFFER = 8  # batches drawn from one forward pass, their rows shuffled together
 CONTROL_DESCRIBED = 128  # control features described, for the precision it is compared on
@@ -75,6 +76,11 @@ class Options:
         for option, value in (("--size", size), ("--k", self.k), ("--positions", self.positions)):
             if value < 1:
                 raise UserError(f"{option} {value} is below 1; use 1 or more")
+        if self.positions > MOST_POSITIONS:
+            raise UserError(
+                f"--positions {self.positions:,} would take a million steps and more; use at most "
+                f"{MOST_POSITIONS:,} (the default is {POSITIONS:,})"
+            )
         if self.k > size:
             raise UserError(
                 f"--k {self.k} is more than the dictionary's {size} latents (--size); use at most {size}"
