@@ -91,7 +91,7 @@ class HookPoints:
         for hook in self.active[name]:
             replaced = hook(x, name)
             if replaced is not None:
-                x = replaced
+                x = _checked(replaced, x, name)
         return x
 
     def watched(self, name: str) -> bool:
@@ -125,6 +125,24 @@ class HookPoints:
                 self.active[name].remove(hook)
                 if not self.active[name]:
                     del self.active[name]
+
+
+def _checked(replaced: object, x: torch.Tensor, name: str) -> torch.Tensor:
+    """A hook's replacement for x, refused in one line unless it can stand in x's place (the same shape,
+    dtype and device): the model's next operation would fail on it with its own words, or broadcast it."""
+    if not isinstance(replaced, torch.Tensor):
+        raise UserError(
+            f"the hook on {name} returned {type(replaced).__name__}, not a tensor; return a tensor of "
+            f"shape {tuple(x.shape)} to replace the activation, or None to leave it as it is"
+        )
+    if (replaced.shape, replaced.dtype, replaced.device) != (x.shape, x.dtype, x.device):
+        given = f"{tuple(replaced.shape)} {str(replaced.dtype).removeprefix('torch.')} on {replaced.device}"
+        wanted = f"{tuple(x.shape)} {str(x.dtype).removeprefix('torch.')} on {x.device}"
+        raise UserError(
+            f"the hook on {name} returned a tensor of shape {given}, where the activation is {wanted}; "
+            "return one of the same shape, dtype and device (or None to leave it as it is)"
+        )
+    return replaced
 
 
 def caught(into: dict[str, torch.Tensor]) -> Hook:

@@ -126,6 +126,47 @@ def test_a_name_that_is_no_hook_point_is_refused_in_one_line():
     assert not model.hook_points.active
 
 
+@pytest.mark.parametrize(
+    "replacement, said",
+    [
+        (
+            lambda x: torch.zeros(3),
+            "returned a tensor of shape (3,) float32 on cpu, where the activation is "
+            f"({B}, {T}, {C}) float32 on cpu; return one of the same shape, dtype and device",
+        ),
+        (lambda x: x.double(), f"shape ({B}, {T}, {C}) float64 on cpu, where the activation is"),
+        (lambda x: x[:, :1], f"shape ({B}, 1, {C}) float32"),  # would broadcast into the next addition
+        (lambda x: 5, "returned int, not a tensor; return a tensor of shape"),
+    ],
+    ids=["shape", "dtype", "broadcastable", "not-a-tensor"],
+)
+def test_a_replacement_that_cannot_stand_in_its_place_is_refused_naming_the_hook_point(replacement, said):
+    """It once failed in layer_norm's words ("Given normalized_shape=[32] …") or ran on, broadcast."""
+    model = small_model()
+    with (
+        pytest.raises(UserError) as caught,
+        model.hooks({"blocks.1.resid_mid": lambda x, name: replacement(x)}),
+    ):
+        model(torch.randint(VOCAB, (B, T)))
+    assert str(caught.value).startswith("the hook on blocks.1.resid_mid ") and said in str(caught.value)
+    assert not model.hook_points.active
+
+
+def test_sampling_through_a_hook_that_makes_the_logits_nan_is_refused():
+    """The NaN logits were sampled as character 0 every step, silently (the clocks' argmax picks it)."""
+    model = small_model()
+    prompt = torch.randint(VOCAB, (1, 3))
+    for use_cache in (True, False):
+        with model.hooks({"blocks.2.mlp_out": lambda x, name: x * float("nan")}):
+            with pytest.raises(
+                UserError,
+                match=r"^the model's logits are no longer numbers \(NaN or infinite\) "
+                r"with hooks on blocks.2.mlp_out; make",
+            ):
+                generate(model, prompt, 5, use_cache=use_cache)
+    assert generate(model, prompt, 5).shape == (1, 8)  # the hook off: sampled as before
+
+
 def test_with_nothing_attached_the_fast_paths_run(monkeypatch):
     model = small_model()
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from tinygpt.errors import UserError
 from tinygpt.generation import fused_step as decode
 from tinygpt.generation.kv_cache import KVCache
 
@@ -103,6 +104,7 @@ def stream(
     cache = KVCache(model.config, idx.size(0)) if use_cache else None
     decoder = decode.Decoder(model) if use_cache and decode.usable(model, idx.device) else None
     run = threads.run if threads is not None else _call
+    hooked = sorted(model.hook_points.active)  # what replaces activations may leave float32's numbers
     for _ in range(max_new_tokens):
         if cache is None:
             logits = model(context[:, -block_size:], last_only=True)[0][:, -1, :]  # (B, vocab)
@@ -112,12 +114,22 @@ def stream(
             logits = run(decoder.step, context[:, -1], cache)
         else:  # the one new position through the modules: a hook point is watched, or autocast is on
             logits = model(context[:, -1:], cache=cache, last_only=True)[0][:, -1, :]
+        if hooked and not torch.isfinite(logits).all():
+            raise _not_numbers(hooked)
         next_id = sample_next(logits, temperature, top_k, top_p, generator)  # (B, 1)
         yield next_id
         context = torch.cat([context, next_id], dim=1)[:, -block_size:]
         if cache is not None and cache.length == block_size:  # full: refill from the recent half
             cache.reset()
             context = context[:, -max(1, block_size // 2) :]
+
+
+def _not_numbers(hooked: list[str]) -> UserError:
+    """Logits that are NaN or infinite would be sampled as the first character, every time: said instead."""
+    return UserError(
+        f"the model's logits are no longer numbers (NaN or infinite) with hooks on {', '.join(hooked)}; "
+        "make the hooks' replacements finite (a NaN, or a value past float32, spreads to every logit)"
+    )
 
 
 def _call(fn: Callable[..., torch.Tensor], *args: object) -> torch.Tensor:
