@@ -336,6 +336,19 @@ def test_nanogpt_and_common_names_suggest_the_key_they_mean(tmp_path, override, 
     assert str(caught.value).endswith(meant)
 
 
+def test_a_nanogpt_python_config_is_told_apart_from_yaml(tmp_path):
+    """YAML read nanoGPT's `out_dir = 'out'` lines as one string: "the top level must be a mapping"."""
+    path = tmp_path / "train_shakespeare_char.py"
+    path.write_text("out_dir = 'out-shakespeare-char'\nbatch_size = 64\nblock_size = 256\n")
+    with pytest.raises(UserError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"config file {path} is Python, as nanoGPT's configs are; tinygpt's are YAML "
+        f"(section: {{key: value}}): {SHIPPED_CONFIGS / 'shakespeare_char.yaml'} is nanoGPT's "
+        "shakespeare_char recipe, and docs/usage.md's configuration reference lists every key"
+    )
+
+
 @pytest.mark.parametrize(
     "override, instead",
     [

@@ -179,6 +179,12 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> RunConfig:
     A mistake in the file names the file; one in an override names the `--set` it came from.
     """
     path = config_path(path)
+    if path.suffix == ".py" and path.is_file():  # YAML would read nanoGPT's `key = value` lines as one string
+        raise UserError(
+            f"config file {path} is Python, as nanoGPT's configs are; tinygpt's are YAML (section: {{key: "
+            f"value}}): {SHIPPED_CONFIGS / 'shakespeare_char.yaml'} is nanoGPT's shakespeare_char recipe, "
+            "and docs/usage.md's configuration reference lists every key"
+        )
     raw = read_yaml(path, shipped_configs())
     if raw is None or raw == {}:
         raise UserError(
