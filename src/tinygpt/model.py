@@ -23,13 +23,13 @@ import math
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from tinygpt.attention import attention_pattern, causal_mask
-from tinygpt.generation.kv_cache import KVCache
 from tinygpt.hooks import Hook, HookPoints, caught
 
 
@@ -50,6 +50,21 @@ class GPTConfig:
     @property
     def head_size(self) -> int:
         return self.n_embd // self.n_head
+
+
+class Cache(Protocol):
+    """What the forward pass asks of a KV cache: tinygpt.generation.kv_cache.KVCache is the one there is
+    (the model takes it and imports none of generation)."""
+
+    length: int  # positions stored: the position of the first new one
+
+    def store(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keep this step's keys and values (B, nh, T, hs); give back all so far (B, nh, length + T, hs)."""
+        ...
+
+    def advance(self, steps: int) -> None:
+        """Called once every layer has stored this step's positions."""
+        ...
 
 
 class TokenEmbedding(nn.Module):
@@ -131,7 +146,7 @@ class CausalSelfAttention(nn.Module):
             f"blocks.{layer_index}.attn.{site}" for site in ("q", "k", "v", "pattern", "z")
         )
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None, last: int | None = None) -> torch.Tensor:
         """What attention adds to the stream x (B, T, C): (B, T, C), or (B, last, C) for the last `last`
         positions alone (every position is still read as a key and a value)."""
         at = self.hook_points.at
@@ -233,7 +248,7 @@ class Block(nn.Module):
         self.hook_points = hook_points
         self.names = {site: f"blocks.{layer_index}.{site}" for site in BLOCK_POINTS}
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: Cache | None = None, last: int | None = None) -> torch.Tensor:
         """The stream leaving the block: (B, T, C), or with `last` its last positions alone (B, last, C),
         for a caller that reads nothing else (the other positions are read as keys and values only)."""
         at, name = self.hook_points.at, self.names
@@ -307,7 +322,7 @@ class GPT(nn.Module):
         self,
         idx: torch.Tensor,
         targets: torch.Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         last_only: bool = False,
         stop_at_layer: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -1,4 +1,4 @@
-"""Generation: a model and a prompt in, characters out. It takes a model; the model imports only the cache.
+"""Generation: a model and a prompt in, characters out. It takes a model; the model imports none of it.
 
 kv_cache.py     each layer's keys and values so far, and the position they end at
 fused_step.py   one new position through the model in the fewest calls (generation's cached step)
