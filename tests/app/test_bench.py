@@ -64,6 +64,29 @@ def test_bench_command_rejects_zero_steps(corpus_file, tmp_path, capsys):
     assert "--steps" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "option, value, most",
+    [
+        ("--steps", "99999999999", "100,000"),
+        ("--warmup", "200000", "100,000"),
+        ("--lengths", "99999999999", "1,000,000"),
+    ],
+)
+def test_bench_command_refuses_absurd_counts_before_running(
+    corpus_file, tmp_path, capsys, option, value, most
+):
+    """It ran them, silent until the end (with --quiet): a typo's days of steps."""
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))
+    assert main(["bench", "--config", str(config), "--quiet", option, value]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"error: {option} {int(value):,} is more than a benchmark needs")
+        and err.count("\n") == 1
+    )
+    assert err.rstrip().endswith(f"use at most {most}")
+
+
 def test_bench_command_refuses_a_model_that_cannot_fit(corpus_file, tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps(tiny_raw(corpus_file, tmp_path / "run")))

@@ -395,8 +395,26 @@ def bench_command(args: argparse.Namespace) -> None:
     from tinygpt.app.bench import benchmark, format_report
     from tinygpt.config.run_config import load_config
 
-    if args.steps < 1 or args.warmup < 0 or any(n < 1 for n in args.lengths):
-        raise UserError("--steps and every --lengths value must be at least 1, --warmup at least 0")
+    _check_bench_counts(args.steps, args.warmup, args.lengths)
     config = load_config(args.config, args.set)
     result = benchmark(config, args.steps, args.warmup, args.lengths, progress=not args.quiet)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
+
+
+BENCH_MOST = {
+    "--steps": 100_000,
+    "--warmup": 100_000,
+    "--lengths": 1_000_000,
+}  # hours of cpu.yaml, not a typo's years
+
+
+def _check_bench_counts(steps: int, warmup: int, lengths: list[int]) -> None:
+    """`bench`'s counts in range, or one UserError: it gives no result until every run has finished."""
+    if steps < 1 or warmup < 0 or any(n < 1 for n in lengths):
+        raise UserError("--steps and every --lengths value must be at least 1, --warmup at least 0")
+    for option, value in (("--steps", steps), ("--warmup", warmup), ("--lengths", max(lengths))):
+        if value > BENCH_MOST[option]:
+            raise UserError(
+                f"{option} {value:,} is more than a benchmark needs (it reports medians, settled within tens "
+                f"of steps, and gives no result until it ends); use at most {BENCH_MOST[option]:,}"
+            )
