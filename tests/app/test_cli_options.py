@@ -143,6 +143,10 @@ NANOGPT_HABITS = {
         ["--n_layer", "3"],
         "--n_layer; config keys are set with --set, e.g. --set model.n_layer=3",
     ),
+    "top-level-key": (  # out_dir stands in no section (key_for): once no suggestion at all
+        ["--out_dir=runs/a"],
+        "--out_dir=runs/a; config keys are set with --set, e.g. --set out_dir=runs/a",
+    ),
     "flag-alone": (["--compile"], "--compile; config keys are set with --set, e.g. --set train.compile=true"),
     "alias": (
         ["--lr=1e-3"],
